@@ -1,0 +1,5 @@
+"""Database commands: db migrate."""
+
+from __future__ import annotations
+
+from ctxpipe.cli.app import app  # noqa: F401

@@ -1,0 +1,1 @@
+"""ctxpipe.commit.policies"""

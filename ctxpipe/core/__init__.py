@@ -1,0 +1,1 @@
+"""Core: pydantic models, enums, errors, configuration and ctx:// URIs. No I/O."""

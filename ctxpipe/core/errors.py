@@ -1,0 +1,66 @@
+"""Error hierarchy. Every error carries a message a user can act on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CtxError(Exception):
+    """Base class of every ctxpipe error."""
+
+
+class InvalidURIError(CtxError, ValueError):
+    """A ctx:// URI is malformed or would escape its root."""
+
+    def __init__(self, uri: str, why: str) -> None:
+        self.uri = uri
+        self.why = why
+        super().__init__(f"invalid URI {uri!r}: {why}")
+
+
+class NodeNotFoundError(CtxError, FileNotFoundError):
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        super().__init__(f"no such node: {uri}")
+
+
+class VersionConflictError(CtxError):
+    def __init__(self, uri: str, expected: int, actual: int) -> None:
+        self.uri = uri
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"version conflict on {uri}: expected version {expected}, found {actual}")
+
+
+class LockTimeoutError(CtxError, TimeoutError):
+    def __init__(self, key: str, timeout: float) -> None:
+        super().__init__(f"could not acquire lock {key!r} within {timeout:.1f}s")
+
+
+class PromptError(CtxError):
+    """A prompt template is missing, malformed, or rendered with missing variables."""
+
+
+class LLMError(CtxError):
+    """The LLM provider failed or returned output that does not match the schema."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        self.transient = transient
+        super().__init__(message)
+
+
+class EmbeddingError(CtxError):
+    pass
+
+
+class StorageError(CtxError):
+    pass
+
+
+class CommitError(CtxError):
+    """A commit failed in `phase`; for phases 1-3 nothing was written."""
+
+    def __init__(self, message: str, phase: str, partial_results: list[Any] | None = None) -> None:
+        self.phase = phase
+        self.partial_results = partial_results or []
+        super().__init__(f"commit failed in phase {phase}: {message}")

@@ -1,0 +1,1 @@
+"""Providers: LLM, Embedder and VectorIndex protocols and their real implementations."""

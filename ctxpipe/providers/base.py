@@ -1,0 +1,110 @@
+"""Provider protocols (seed 004 §5). Implementations live beside this module."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from ctxpipe.core.session import RequestContext
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class LLMUsage(BaseModel):
+    """Token accounting collected across the LLM calls of one commit."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retries: int = 0
+
+    def add(self, other: LLMUsage) -> None:
+        self.calls += other.calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.retries += other.retries
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """Structured-output LLM. `variables` are the prompt's jinja2 variables; the returned
+    object is an instance of `schema`, already validated."""
+
+    name: str
+
+    async def complete_json(
+        self,
+        prompt_id: str,
+        variables: dict[str, Any],
+        schema: type[T],
+        ctx: RequestContext | None = None,
+        usage: LLMUsage | None = None,
+    ) -> T: ...
+
+    def complete_json_sync(
+        self,
+        prompt_id: str,
+        variables: dict[str, Any],
+        schema: type[T],
+        ctx: RequestContext | None = None,
+        usage: LLMUsage | None = None,
+    ) -> T: ...
+
+
+class EmbeddingVector(BaseModel):
+    dense_vector: list[float]
+    model: str = ""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    model_name: str
+    dimension: int
+
+    def encode(self, texts: Sequence[str]) -> list[list[float]]:
+        """Normalised dense vectors, one per text (sync, batched)."""
+        ...
+
+    async def embed_texts(self, texts: Sequence[str]) -> list[EmbeddingVector]: ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` in the model's own tokenizer."""
+        ...
+
+    @property
+    def max_seq_length(self) -> int: ...
+
+
+class VectorHit(BaseModel):
+    uri: str
+    score: float
+    level: int = 0
+    category: str = ""
+    owner_space: str = ""
+    abstract: str = ""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    """Similarity search over the index replica (used by the dedup prefilter)."""
+
+    async def search(
+        self,
+        query_vector: list[float],
+        filters: dict[str, Any],
+        top_k: int = 10,
+        level: int = 0,
+    ) -> list[VectorHit]: ...
+
+
+def run_sync(coro: Any) -> Any:
+    """Run a coroutine from sync code (a fresh loop; never nested inside a running one)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    raise RuntimeError("run_sync called from inside a running event loop; await instead")

@@ -64,3 +64,10 @@ class CommitError(CtxError):
         self.phase = phase
         self.partial_results = partial_results or []
         super().__init__(f"commit failed in phase {phase}: {message}")
+
+
+class TenancyError(CtxError, PermissionError):
+    """A request tried to touch another account's or owner's data."""
+
+    def __init__(self, uri: str, account: str) -> None:
+        super().__init__(f"URI {uri} is outside account {account!r}")

@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     llm_timeout_s: float = Field(60.0, gt=0)
     llm_max_retries: int = Field(3, ge=1, le=10)
     llm_temperature: float = Field(0.0, ge=0.0, le=2.0)
+    llm_simulated_latency_s: float = Field(
+        0.0, ge=0.0, le=60.0, description="extra delay per LLM call (benchmarks, demos)"
+    )
 
     # locks
     lock_timeout_s: float = Field(30.0, gt=0)

@@ -111,6 +111,21 @@ class ToolSkillCandidate(CandidateMemory):
 AnyCandidate = CandidateMemory | ToolSkillCandidate
 
 
+class LLMUsage(BaseModel):
+    """Token accounting collected across the LLM calls of one commit."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retries: int = 0
+
+    def add(self, other: LLMUsage) -> None:
+        self.calls += other.calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.retries += other.retries
+
+
 class ExtractorReport(BaseModel):
     """Why an extractor produced what it did; every commit carries one per extractor."""
 
@@ -119,10 +134,13 @@ class ExtractorReport(BaseModel):
     candidates: int = 0
     reason: str = ""
     duration_ms: int = 0
+    started_at: float | None = None  # epoch seconds, to show the extractors' overlap
+    finished_at: float | None = None
 
 
 class ExtractionResult(BaseModel):
     report: ExtractorReport
+    usage: LLMUsage = Field(default_factory=lambda: LLMUsage())
     candidates: list[ToolSkillCandidate | CandidateMemory] = Field(default_factory=list)
 
 

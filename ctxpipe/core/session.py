@@ -13,7 +13,7 @@ _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
 
 
 def _check_id(value: str, what: str) -> str:
-    if not _ID_RE.match(value) or ".." in value:
+    if not _ID_RE.fullmatch(value) or ".." in value:
         raise ValueError(
             f"{what} {value!r} must be 1-128 chars of letters, digits, '_', '-', '.', '@' "
             "and start with a letter or digit"
@@ -35,7 +35,7 @@ class RequestContext(BaseModel):
     @field_validator("account_id")
     @classmethod
     def _account(cls, v: str) -> str:
-        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$", v):
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}", v):
             raise ValueError(f"account_id {v!r} must be 1-64 chars of letters, digits, '-' or '_'")
         return v
 
@@ -116,3 +116,17 @@ class SessionInput(BaseModel):
         if trace_id:
             data["trace_id"] = trace_id
         return RequestContext(**data)
+
+
+def message_vars(messages: list[Message]) -> list[dict[str, Any]]:
+    """Messages as the plain dicts prompt templates and LLM providers receive."""
+    return [
+        {
+            "id": m.id,
+            "role": m.role,
+            "name": m.name,
+            "content": m.content,
+            "created_at": m.created_at.isoformat() if m.created_at else None,
+        }
+        for m in messages
+    ]

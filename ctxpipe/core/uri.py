@@ -88,7 +88,7 @@ class CtxURI:
         if not parts or parts[0] == "":
             raise InvalidURIError(uri, "missing account")
         account = parts[0]
-        if not _ACCOUNT_RE.match(account):
+        if not _ACCOUNT_RE.fullmatch(account):
             raise InvalidURIError(
                 uri, f"account {account!r} must be 1-64 chars of letters, digits, '-' or '_'"
             )
@@ -196,7 +196,7 @@ def node_uri(raw: str | CtxURI) -> str:
     return str(parse_uri(raw).node)
 
 
-_SLUG_RE = re.compile(r"[^\w]+", re.UNICODE)
+_SLUG_RE = re.compile(r"[^\w]+|_+", re.UNICODE)
 
 
 def slugify(text: str, max_len: int = 64) -> str:

@@ -8,24 +8,12 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from ctxpipe.core.models import LLMUsage
 from ctxpipe.core.session import RequestContext
 
 T = TypeVar("T", bound=BaseModel)
 
-
-class LLMUsage(BaseModel):
-    """Token accounting collected across the LLM calls of one commit."""
-
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    retries: int = 0
-
-    def add(self, other: LLMUsage) -> None:
-        self.calls += other.calls
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.retries += other.retries
+__all__ = ["LLM", "Embedder", "EmbeddingVector", "LLMUsage", "VectorHit", "VectorIndex", "run_sync"]
 
 
 @runtime_checkable

@@ -1,0 +1,31 @@
+# ctxpipe developer tasks. `make test` is the one test command (see README "Testing").
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Reinstall only when pyproject.toml changed (or the venv is new).
+STAMP := $(VENV)/.ctxpipe-installed
+
+.PHONY: test lint install clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -e '.[test]'
+	touch $@
+
+install: $(STAMP)
+
+# The whole suite: unit (no servers) + integration/e2e (own PostgreSQL + Redis on free ports).
+test: export HF_HUB_OFFLINE := 1
+test: export TRANSFORMERS_OFFLINE := 1
+test: $(STAMP)
+	$(BIN)/pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	rm -rf .pytest_cache .ruff_cache

@@ -1,0 +1,5 @@
+"""`python -m ctxpipe`."""
+
+from ctxpipe.cli import main
+
+main()

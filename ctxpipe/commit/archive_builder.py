@@ -1,0 +1,158 @@
+"""ArchiveBuilder: phase 1 summarises the session (no writes); phase 4 persists the archive
+node under ``ctx://{account}/sessions/{session_id}/archives/{n}``."""
+
+from __future__ import annotations
+
+from ctxpipe.commit.components import CommitComponents
+from ctxpipe.commit.payloads import CommitRequest
+from ctxpipe.core.config import ArchiveConfig
+from ctxpipe.core.enums import ContextType
+from ctxpipe.core.models import ArchiveSummary, ContextNode, SessionArchive, SessionStats
+from ctxpipe.core.session import message_vars
+from ctxpipe.core.uri import CtxURI
+from ctxpipe.providers.base import LLMUsage
+
+
+def archives_dir(req: CommitRequest) -> CtxURI:
+    return CtxURI.parse(f"ctx://{req.ctx.account_id}/sessions/{req.ctx.session_id}/archives/")
+
+
+def session_lock_key(req: CommitRequest) -> str:
+    return f"{req.ctx.account_id}/sessions/{req.ctx.session_id}"
+
+
+class ArchiveBuilder:
+    def __init__(self, components: CommitComponents, config: ArchiveConfig | None = None) -> None:
+        self._c = components
+        self._config = config or components.settings.archive
+
+    def _existing_for_commit(
+        self, req: CommitRequest, current: SessionArchive
+    ) -> SessionArchive | None:
+        """The archive this commit already wrote (redelivery), if any."""
+        base = archives_dir(req)
+        fs = self._c.fs
+        if not fs.exists(base):
+            return None
+        for child in fs.list_children(base):
+            node = fs.read_node(child.uri)
+            if node.metadata.get("commit_id") == req.commit_id:
+                stored = SessionArchive.model_validate(node.metadata["archive"])
+                return stored.model_copy(
+                    update={
+                        "recent_messages": current.recent_messages,
+                        "used_contexts": current.used_contexts,
+                        "used_tools": current.used_tools,
+                    }
+                )
+        return None
+
+    def _next_index(self, req: CommitRequest) -> int:
+        base = archives_dir(req)
+        if not self._c.fs.exists(base):
+            return 1
+        numbers = [int(c.name) for c in self._c.fs.list_children(base) if c.name.isdigit()]
+        return max(numbers, default=0) + 1
+
+    async def build_archive(self, req: CommitRequest, usage: LLMUsage) -> SessionArchive:
+        recent = [m for m in req.messages if not m.injected][-self._config.max_recent_messages :]
+        stats = SessionStats(
+            total_turns=sum(1 for m in req.messages if m.role == "user"),
+            total_tokens=sum(len(m.content.split()) for m in req.messages),
+            compression_count=max(0, len(req.messages) - len(recent)),
+        )
+        base = SessionArchive(
+            session_id=req.ctx.session_id,
+            recent_messages=recent,
+            used_contexts=req.used_contexts,
+            used_tools=req.used_tools,
+            stats=stats,
+        )
+        cfg = self._c.settings.commit
+        if req.options.skip_archive:
+            return base.model_copy(update={"skipped_reason": "skip_archive option"})
+        if cfg.skip_archive_on_short_session and len(recent) < cfg.short_session_threshold:
+            return base.model_copy(
+                update={
+                    "skipped_reason": f"short session: {len(recent)} messages "
+                    f"< threshold {cfg.short_session_threshold}"
+                }
+            )
+        dry = req.options.dry_run or cfg.dry_run
+        if not dry:
+            previous = self._existing_for_commit(req, base)
+            if previous is not None:
+                return previous
+        summary = await self._c.llm.complete_json(
+            "compression.archive_summary",
+            {
+                "messages": message_vars(recent),
+                "tools": [t.model_dump() for t in req.used_tools],
+                "session_id": req.ctx.session_id,
+                "max_tokens": self._config.summary_max_tokens,
+            },
+            ArchiveSummary,
+            ctx=req.ctx,
+            usage=usage,
+        )
+        archive = base.model_copy(
+            update={
+                "summary": summary.summary,
+                "key_topics": summary.key_topics,
+                "key_decisions": summary.key_decisions,
+                "unresolved": summary.unresolved,
+            }
+        )
+        return archive
+
+    def persist(self, req: CommitRequest, archive: SessionArchive) -> SessionArchive:
+        """Phase 4: write the archive node (the commit point), once per commit id.
+
+        The archive index is allocated here, under the session lock, so two commits of one
+        session never race for the same number, and a re-run finds its own archive again."""
+        if archive.skipped_reason or not self._config.persist_archive or not archive.summary:
+            return archive
+        with self._c.lock.hold(session_lock_key(req), self._c.settings.lock_timeout_s):
+            previous = self._existing_for_commit(req, archive)
+            if previous is not None:
+                return previous
+            uri = archives_dir(req).join(str(self._next_index(req)))
+            archive = archive.model_copy(update={"archive_uri": str(uri.node), "persisted": True})
+            self._c.fs.write_node(self._archive_node(req, archive), expected_version=0)
+        return archive
+
+    def _archive_node(self, req: CommitRequest, archive: SessionArchive) -> ContextNode:
+        assert archive.archive_uri is not None
+        overview_lines = [f"Session {archive.session_id} archive", ""]
+        for title, items in (
+            ("Key topics", archive.key_topics),
+            ("Decisions", archive.key_decisions),
+            ("Unresolved", archive.unresolved),
+        ):
+            if items:
+                overview_lines.append(f"## {title}")
+                overview_lines.extend(f"- {x}" for x in items)
+                overview_lines.append("")
+        content = "\n".join(
+            f"[{m.id}] {m.role}{f' ({m.name})' if m.name else ''}: {m.content}"
+            for m in archive.recent_messages
+        )
+        uri = CtxURI.parse(archive.archive_uri)
+        return ContextNode(
+            uri=archive.archive_uri,
+            parent_uri=str(uri.parent.node),
+            context_type=ContextType.SESSION,
+            category="archive",
+            owner_space=f"sessions/{req.ctx.session_id}",
+            abstract=archive.summary or f"Session {archive.session_id}",
+            overview="\n".join(overview_lines).strip(),
+            content=content,
+            source_refs=[f"{req.ctx.session_id}:{m.id}" for m in archive.recent_messages],
+            metadata={
+                "commit_id": req.commit_id,
+                "message_ids": [m.id for m in archive.recent_messages],
+                "archive": archive.model_dump(
+                    mode="json", exclude={"recent_messages", "used_contexts", "used_tools"}
+                ),
+            },
+        )

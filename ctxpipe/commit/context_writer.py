@@ -1,0 +1,82 @@
+"""ContextWriter: applies WritePlans to the ContextFS, version-checked (seed 004 §12)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxpipe.commit.policies.base import APPLIED_COMMITS_KEY
+from ctxpipe.core.enums import ContextType, WriteAction
+from ctxpipe.core.models import ContextNode, WritePlan, WriteResult
+from ctxpipe.core.session import RequestContext
+from ctxpipe.core.uri import CtxURI
+from ctxpipe.fs import ContextFS
+
+MAX_APPLIED_COMMITS = 64
+APPEND_SEPARATOR = "\n\n---\n\n"
+
+
+def owner_space_of(uri: CtxURI) -> str:
+    return f"{uri.scope}/{uri.segments[0]}" if uri.segments else uri.scope
+
+
+class ContextWriter:
+    def __init__(self, fs: ContextFS) -> None:
+        self._fs = fs
+
+    def apply_plan(self, ctx: RequestContext, plan: WritePlan, commit_id: str) -> WriteResult:
+        """Write one plan. Raises VersionConflictError when the node moved since planning."""
+        if plan.action is WriteAction.SKIP:
+            version = self._fs.stat_node(plan.target_uri).version
+            return WriteResult(uri=plan.target_uri, action=WriteAction.SKIP, node_version=version)
+        uri = CtxURI.parse(plan.target_uri)
+        is_node = self._fs.stat_node(uri, ctx=ctx).version > 0
+        existing = self._fs.read_node(uri, ctx=ctx) if is_node else None
+        if existing is not None and commit_id in existing.metadata.get(APPLIED_COMMITS_KEY, []):
+            # A redelivered write phase: this commit already wrote the node before the crash.
+            return WriteResult(
+                uri=str(uri.node),
+                action=plan.action,
+                node_version=existing.version,
+                created=plan.action is WriteAction.CREATE,
+                updated=plan.action is not WriteAction.CREATE,
+            )
+        node = self._build(uri, plan, existing, commit_id)
+        stored = self._fs.write_node(node, expected_version=plan.expected_version, ctx=ctx)
+        changed = existing is None or stored.version != existing.version
+        return WriteResult(
+            uri=str(uri.node),
+            action=plan.action,
+            node_version=stored.version,
+            created=existing is None,
+            updated=existing is not None and changed,
+        )
+
+    def _build(
+        self, uri: CtxURI, plan: WritePlan, existing: ContextNode | None, commit_id: str
+    ) -> ContextNode:
+        patch = plan.node_patch
+        if plan.action is WriteAction.APPEND and existing is not None:
+            patch = {
+                "abstract": patch.get("abstract") or existing.abstract,
+                "overview": patch.get("overview") or existing.overview,
+                "content": existing.content + APPEND_SEPARATOR + patch.get("content", ""),
+            }
+        metadata: dict[str, Any] = dict(existing.metadata) if existing else {}
+        metadata.update(plan.metadata_patch)
+        applied = [c for c in metadata.get(APPLIED_COMMITS_KEY, []) if c != commit_id]
+        metadata[APPLIED_COMMITS_KEY] = [*applied, commit_id][-MAX_APPLIED_COMMITS:]
+        refs = list(dict.fromkeys([*(existing.source_refs if existing else []), *plan.source_refs]))
+        return ContextNode(
+            uri=str(uri.node),
+            parent_uri=str(uri.parent.node),
+            context_type=ContextType.MEMORY,
+            category=plan.category.value
+            if plan.category
+            else (existing.category if existing else ""),
+            owner_space=owner_space_of(uri),
+            abstract=patch.get("abstract", ""),
+            overview=patch.get("overview", ""),
+            content=patch.get("content", ""),
+            metadata=metadata,
+            source_refs=refs,
+        )

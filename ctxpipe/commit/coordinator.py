@@ -1,0 +1,79 @@
+"""CommitCoordinator: runs the five phases in one process (seed 004 §15).
+
+The Celery workflow in `tasks/` runs the very same phase functions as separate tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from ctxpipe.commit.components import CommitComponents
+from ctxpipe.commit.journal import CommitJournal
+from ctxpipe.commit.payloads import CommitRequest, PlanOutcome, WriteOutcome
+from ctxpipe.commit.phases import (
+    archive_phase,
+    build_result,
+    extract_phase,
+    plan_phase,
+    register_phase,
+    write_phase,
+)
+from ctxpipe.core.errors import CommitError
+from ctxpipe.core.models import CommitResult
+from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
+from ctxpipe.providers.base import LLMUsage
+
+
+def total_usage(*parts: LLMUsage) -> LLMUsage:
+    total = LLMUsage()
+    for p in parts:
+        total.add(p)
+    return total
+
+
+class CommitCoordinator:
+    def __init__(self, components: CommitComponents) -> None:
+        self._c = components
+
+    async def commit(self, req: CommitRequest) -> CommitResult:
+        started = time.perf_counter()
+        dry = req.options.dry_run or self._c.settings.commit.dry_run
+        if not dry:
+            done = CommitJournal(self._c.fs).load(req)
+            if done is not None:  # this commit id already ran to completion: change nothing
+                return done
+        archived = await archive_phase(self._c, req)
+        archive = archived.archive
+        try:
+            results = await asyncio.gather(
+                *(extract_phase(self._c, name, req, archive) for name in EXTRACTOR_NAMES)
+            )
+        except Exception as exc:
+            raise CommitError(str(exc), phase="extract") from exc
+        plan: PlanOutcome = await plan_phase(self._c, req, archive, list(results))
+        usage = total_usage(archived.usage, *(r.usage for r in results), plan.usage)
+        if dry:
+            return build_result(
+                req,
+                archive,
+                plan,
+                WriteOutcome(),
+                [],
+                plan.warnings,
+                usage,
+                int((time.perf_counter() - started) * 1000),
+            )
+        written = await write_phase(self._c, req, archive, plan)
+        return register_phase(
+            self._c,
+            req,
+            archive,
+            plan,
+            written,
+            usage=usage,
+            duration_ms=int((time.perf_counter() - started) * 1000),
+        )
+
+    def commit_sync(self, req: CommitRequest) -> CommitResult:
+        return asyncio.run(self.commit(req))

@@ -1,0 +1,172 @@
+"""CandidateDeduplicator: a cascade from cheap to expensive checks (seed 004 §11.5).
+
+1. a candidate planned earlier in the same commit that says the same thing;
+2. an existing node at the routed URI (identical content → skip);
+3. vector prefilter over the index replica (same account, owner and category);
+4. the LLM's create/skip/merge decision, when enabled.
+If the index is unreachable the decision degrades to CREATE and says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ctxpipe.commit.candidate_pipeline import jaccard
+from ctxpipe.commit.policies.base import MERGEABLE, PlanContext, candidate_patch
+from ctxpipe.core.config import DedupConfig
+from ctxpipe.core.enums import DedupDecision, WriteAction
+from ctxpipe.core.errors import CtxError
+from ctxpipe.core.llm_schemas import DedupDecisionOutput
+from ctxpipe.core.models import CandidateMemory, ContextNode, DedupResult, content_hash
+from ctxpipe.core.uri import CtxURI, slugify
+from ctxpipe.fs import ContextFS
+from ctxpipe.providers.base import Embedder, VectorIndex
+
+log = logging.getLogger(__name__)
+IN_COMMIT_THRESHOLD = 0.85
+NON_MERGEABLE_SKIP = 0.95
+
+
+class CandidateDeduplicator:
+    def __init__(
+        self,
+        fs: ContextFS,
+        config: DedupConfig,
+        embedder: Embedder | None = None,
+        vector_index: VectorIndex | None = None,
+    ) -> None:
+        self._fs = fs
+        self._config = config
+        self._embedder = embedder
+        self._index = vector_index
+        self._down: str | None = None  # set after the first index failure of this plan
+
+    def read(self, uri: str) -> ContextNode | None:
+        try:
+            return self._fs.read_node(uri) if self._fs.stat_node(uri).version > 0 else None
+        except CtxError:
+            return None
+
+    async def check(self, c: CandidateMemory, uri: str, pc: PlanContext) -> DedupResult:
+        mergeable = c.category in MERGEABLE
+        # 1. same commit
+        for target, plan in pc.pending.items():
+            if plan.category != c.category or plan.action is WriteAction.SKIP:
+                continue
+            sim = jaccard(c.abstract, plan.node_patch.get("abstract", ""))
+            keys = set(slugify(c.routing_key).split("-"))
+            if not keys & set(CtxURI.parse(target).name.split("-")):
+                continue  # different topics that merely share a sentence
+            if sim >= IN_COMMIT_THRESHOLD:
+                decision = DedupDecision.MERGE_EXISTING if mergeable else DedupDecision.SKIP
+                return DedupResult(
+                    decision=decision,
+                    merge_target=target,
+                    score=sim,
+                    reason=f"near-duplicate of {target} planned in this commit (overlap {sim:.2f})",
+                )
+        # 2. routed URI
+        existing = self.read(uri)
+        if existing is not None:
+            patch = candidate_patch(c)
+            if existing.content_hash == content_hash(
+                patch["abstract"], patch["overview"], patch["content"]
+            ):
+                return DedupResult(
+                    decision=DedupDecision.SKIP,
+                    merge_target=uri,
+                    score=1.0,
+                    reason="identical content already stored at the routed URI",
+                )
+            if mergeable:
+                return DedupResult(
+                    decision=DedupDecision.MERGE_EXISTING,
+                    merge_target=uri,
+                    reason="a node already exists at the routed URI",
+                )
+        # 3. vector prefilter
+        if self._embedder is None or self._index is None:
+            return DedupResult(
+                decision=DedupDecision.CREATE,
+                reason="no vector index configured; created without prefilter",
+            )
+        if self._down is not None:
+            return DedupResult(
+                decision=DedupDecision.CREATE,
+                reason=f"index unreachable, degraded to create ({self._down})",
+            )
+        owner = CtxURI.parse(uri)
+        filters = {
+            "account_id": owner.account,
+            "owner_space": f"{owner.scope}/{owner.segments[0]}",
+            "category": c.category.value,
+        }
+        try:
+            vector = (await self._embedder.embed_texts([c.abstract]))[0].dense_vector
+            hits = await asyncio.wait_for(
+                self._index.search(vector, filters, top_k=self._config.dedup_top_k, level=0),
+                timeout=10,
+            )
+        except Exception as exc:  # noqa: BLE001 - any index failure degrades, loudly
+            log.warning("dedup prefilter unavailable: %s", exc)
+            self._down = " ".join(str(exc).split())[:200] or type(exc).__name__
+            return DedupResult(
+                decision=DedupDecision.CREATE,
+                reason=f"index unreachable, degraded to create ({exc})"[:300],
+            )
+        hits = [h for h in hits if self.read(h.uri) is not None]
+        if not hits or hits[0].score < self._config.similarity_threshold:
+            best = f"{hits[0].score:.2f}" if hits else "none"
+            return DedupResult(
+                decision=DedupDecision.CREATE,
+                reason=f"no similar memory (best score {best} < "
+                f"{self._config.similarity_threshold:.2f})",
+            )
+        top = hits[0]
+        # 4. LLM decision
+        if not self._config.enable_llm_decision:
+            if mergeable:
+                return DedupResult(
+                    decision=DedupDecision.MERGE_EXISTING,
+                    merge_target=top.uri,
+                    score=top.score,
+                    reason=f"vector similarity {top.score:.2f} over threshold",
+                )
+            if top.score > NON_MERGEABLE_SKIP:
+                return DedupResult(
+                    decision=DedupDecision.SKIP,
+                    merge_target=top.uri,
+                    score=top.score,
+                    reason=f"near-identical ({top.score:.2f}) non-mergeable memory",
+                )
+            return DedupResult(
+                decision=DedupDecision.CREATE,
+                score=top.score,
+                reason=f"similar ({top.score:.2f}) but {c.category.value} is not mergeable",
+            )
+        node = self.read(top.uri)
+        assert node is not None
+        out = await pc.llm.complete_json(
+            "policy.dedup_decision",
+            {
+                "category": c.category.value,
+                "candidate_abstract": c.abstract,
+                "candidate_content": c.content,
+                "existing_abstract": node.abstract,
+                "existing_content": node.content,
+                "similarity": float(top.score),
+            },
+            DedupDecisionOutput,
+            ctx=pc.ctx,
+            usage=pc.usage,
+        )
+        decision = out.decision
+        if decision is DedupDecision.MERGE_EXISTING and not mergeable:
+            decision = DedupDecision.CREATE
+        return DedupResult(
+            decision=decision,
+            merge_target=top.uri if decision is not DedupDecision.CREATE else None,
+            score=top.score,
+            reason=f"LLM decision at similarity {top.score:.2f}: {out.reason}",
+        )

@@ -1,0 +1,348 @@
+"""The commit phases as plain functions on pydantic payloads.
+
+The same functions run in-process (CommitCoordinator) and as Celery tasks (tasks/), so each
+takes the wired `CommitComponents` plus JSON-serialisable inputs and returns a payload.
+Phases 1-3 write nothing but the archive; phase 4 is the commit point; phase 5 is best effort.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import ExitStack
+
+from ctxpipe.commit.archive_builder import ArchiveBuilder
+from ctxpipe.commit.candidate_pipeline import CandidatePipeline
+from ctxpipe.commit.components import CommitComponents
+from ctxpipe.commit.context_writer import ContextWriter
+from ctxpipe.commit.deduplicator import CandidateDeduplicator
+from ctxpipe.commit.journal import CommitJournal
+from ctxpipe.commit.payloads import (
+    ArchiveOutcome,
+    CommitRequest,
+    PlanItem,
+    PlanOutcome,
+    WriteOutcome,
+)
+from ctxpipe.commit.policies.base import PlanContext
+from ctxpipe.commit.policy_router import PolicyRouter
+from ctxpipe.commit.relation_writer import RelationWriter, derive_edges
+from ctxpipe.core.enums import CommitStatus, ExtractorStatus, OutboxEventType, WriteAction
+from ctxpipe.core.errors import CommitError, CtxError, VersionConflictError
+from ctxpipe.core.models import (
+    CommitResult,
+    CommitStats,
+    ExtractionResult,
+    OutboxEvent,
+    SessionArchive,
+    WriteResult,
+    stable_id,
+)
+from ctxpipe.core.uri import CtxURI
+from ctxpipe.extraction.extractors import EXTRACTORS
+from ctxpipe.providers.base import LLMUsage
+
+log = logging.getLogger(__name__)
+
+
+def _ms(started: float) -> int:
+    return int((time.perf_counter() - started) * 1000)
+
+
+# ------------------------------------------------------------------ phase 1: archive
+async def archive_phase(c: CommitComponents, req: CommitRequest) -> ArchiveOutcome:
+    started = time.perf_counter()
+    usage = LLMUsage()
+    try:
+        archive = await ArchiveBuilder(c).build_archive(req, usage)
+    except Exception as exc:
+        raise CommitError(str(exc), phase="archive") from exc
+    return ArchiveOutcome(archive=archive, usage=usage, duration_ms=_ms(started))
+
+
+# ------------------------------------------------------------------ phase 2: extract
+async def extract_phase(
+    c: CommitComponents, name: str, req: CommitRequest, archive: SessionArchive
+) -> ExtractionResult:
+    """One extractor. An LLM failure is reported in the result, not raised."""
+    usage = LLMUsage()
+    result = await EXTRACTORS[name].extract(
+        req.messages,
+        archive,
+        req.ctx,
+        c.llm,
+        tools=req.used_tools,
+        categories_filter=req.options.categories_filter,
+        usage=usage,
+    )
+    result.report.reason = result.report.reason[:500]
+    result.usage = usage
+    return result
+
+
+# ------------------------------------------------------------------ phase 3: plan
+def _recalled_texts(c: CommitComponents, req: CommitRequest) -> list[str]:
+    texts: list[str] = []
+    for uri in req.used_contexts:
+        try:
+            if CtxURI.parse(uri).account == req.ctx.account_id and c.fs.exists(uri):
+                texts.append(c.fs.read_node(uri, include_content=False).abstract)
+        except CtxError:
+            continue
+    texts.extend(m.content for m in req.messages if m.injected)
+    return texts
+
+
+def plan_context(c: CommitComponents, req: CommitRequest, usage: LLMUsage) -> PlanContext:
+    dedup = None
+    if c.settings.commit.enable_dedup and not req.options.skip_dedup:
+        dedup = CandidateDeduplicator(c.fs, c.settings.dedup, c.embedder, c.vector_index)
+    return PlanContext(ctx=req.ctx, commit_id=req.commit_id, llm=c.llm, usage=usage, dedup=dedup)
+
+
+async def plan_phase(
+    c: CommitComponents,
+    req: CommitRequest,
+    archive: SessionArchive,
+    results: list[ExtractionResult],
+) -> PlanOutcome:
+    started = time.perf_counter()
+    reports = [r.report for r in results]
+    if results and all(r.report.status is ExtractorStatus.FAILED for r in results):
+        raise CommitError(
+            "every extractor failed: " + "; ".join(f"{r.extractor}: {r.reason}" for r in reports),
+            phase="extract",
+        )
+    usage = LLMUsage()
+    pipeline = CandidatePipeline(c.settings.pipeline)
+    raw = CandidatePipeline.flatten(results)
+    cap = req.options.max_candidates
+    if cap is None:
+        cap = min(
+            c.settings.pipeline.max_candidates_per_commit,
+            c.settings.commit.max_candidates_per_commit,
+        )
+    kept, skipped = pipeline.normalize(
+        raw,
+        injected_ids={m.id for m in req.messages if m.injected},
+        recalled_texts=_recalled_texts(c, req),
+        max_candidates=cap,
+    )
+    pc = plan_context(c, req, usage)
+    try:
+        items = await PolicyRouter(c.fs).plan_all(kept, pc)
+    except Exception as exc:
+        raise CommitError(str(exc), phase="plan") from exc
+    warnings = [
+        f"extractor {r.extractor} failed: {r.reason}"
+        for r in reports
+        if r.status is ExtractorStatus.FAILED
+    ]
+    for item in items:
+        d = item.plan.dedup
+        if d is not None and "degraded" in d.reason:
+            warnings.append(f"dedup degraded for {item.plan.target_uri}: {d.reason}")
+    return PlanOutcome(
+        items=items,
+        skipped=skipped,
+        extractors=reports,
+        candidates_extracted=len(raw),
+        usage=usage,
+        warnings=list(dict.fromkeys(warnings)),
+        duration_ms=_ms(started),
+    )
+
+
+# ------------------------------------------------------------------ phase 4: write
+def owner_lock_keys(req: CommitRequest, items: list[PlanItem]) -> list[str]:
+    keys = set()
+    for item in items:
+        u = CtxURI.parse(item.plan.target_uri)
+        keys.add(f"{u.account}/{u.scope}/{u.segments[0]}")
+    return sorted(keys)
+
+
+async def _replan(c: CommitComponents, req: CommitRequest, item: PlanItem) -> PlanItem:
+    usage = LLMUsage()
+    pc = plan_context(c, req, usage)
+    items = await PolicyRouter(c.fs).plan_all(item.candidates, pc)
+    return items[0]
+
+
+async def write_phase(
+    c: CommitComponents, req: CommitRequest, archive: SessionArchive, plan: PlanOutcome
+) -> WriteOutcome:
+    """The commit point: under the owner-space locks, apply every plan (re-planning a node
+    that another commit changed since planning), then write relations."""
+    started = time.perf_counter()
+    writer = ContextWriter(c.fs)
+    out = WriteOutcome()
+    categories: list[tuple[WriteResult, str]] = []
+    try:
+        archive = ArchiveBuilder(c).persist(req, archive)
+    except Exception as exc:
+        raise CommitError(f"archive could not be written: {exc}", phase="write") from exc
+    out.archive = archive
+    with ExitStack() as stack:
+        for key in owner_lock_keys(req, plan.items):
+            stack.enter_context(c.lock.hold(key, c.settings.lock_timeout_s))
+        for item in plan.items:
+            cat = item.plan.category.value if item.plan.category else ""
+            try:
+                try:
+                    result = writer.apply_plan(req.ctx, item.plan, req.commit_id)
+                except VersionConflictError:
+                    item = await _replan(c, req, item)
+                    result = writer.apply_plan(req.ctx, item.plan, req.commit_id)
+            except Exception as exc:  # noqa: BLE001 - one node failing never aborts the batch
+                log.warning("write failed for %s: %s", item.plan.target_uri, exc)
+                result = WriteResult(
+                    uri=item.plan.target_uri, action=item.plan.action, error=str(exc)[:500]
+                )
+                out.failed.append(f"{item.plan.target_uri}: {exc}")
+            out.write_results.append(result)
+            categories.append((result, cat))
+        if not req.options.skip_relations and c.settings.commit.enable_relations:
+            rel = RelationWriter(c.relations)
+            for uri, ops in derive_edges(categories, archive.archive_uri).items():
+                try:
+                    out.relation_edges.extend(rel.apply_edges(uri, ops))
+                except Exception as exc:  # noqa: BLE001
+                    out.failed.append(f"relations of {uri}: {exc}")
+    out.duration_ms = _ms(started)
+    return out
+
+
+# ------------------------------------------------------------------ phase 5: outbox
+def build_outbox_events(
+    c: CommitComponents, archive: SessionArchive, written: WriteOutcome
+) -> list[OutboxEvent]:
+    """Deterministic events: id = hash(type, uri, version), so a re-run adds none."""
+    events: list[OutboxEvent] = []
+    touched = [
+        r.uri for r in written.write_results if r.action is not WriteAction.SKIP and not r.error
+    ]
+    if archive.archive_uri and archive.persisted:
+        touched.insert(0, archive.archive_uri)
+    for uri in dict.fromkeys(touched):
+        try:
+            st = c.fs.stat_node(uri)
+        except CtxError:
+            continue
+        events.append(
+            OutboxEvent(
+                event_id=OutboxEvent.make_id(OutboxEventType.UPSERT_CONTEXT, uri, st.version),
+                event_type=OutboxEventType.UPSERT_CONTEXT,
+                uri=uri,
+                payload={"version": st.version, "content_hash": st.content_hash},
+                max_retries=c.settings.outbox_max_retries,
+            )
+        )
+    by_source: dict[str, list[str]] = {}
+    for e in written.relation_edges:
+        by_source.setdefault(e.from_uri, []).append(e.edge_id)
+    for uri, ids in by_source.items():
+        digest = stable_id(*sorted(ids), length=16)
+        events.append(
+            OutboxEvent(
+                event_id=OutboxEvent.make_id(OutboxEventType.UPSERT_RELATION, uri, digest),
+                event_type=OutboxEventType.UPSERT_RELATION,
+                uri=uri,
+                payload={"edge_ids": sorted(ids)},
+                max_retries=c.settings.outbox_max_retries,
+            )
+        )
+    return events
+
+
+def register_phase(
+    c: CommitComponents,
+    req: CommitRequest,
+    archive: SessionArchive,
+    plan: PlanOutcome,
+    written: WriteOutcome,
+    *,
+    usage: LLMUsage | None = None,
+    duration_ms: int = 0,
+) -> CommitResult:
+    """Best effort: an outbox failure leaves the commit successful, with a warning."""
+    warnings = list(plan.warnings)
+    archive = written.archive or archive
+    events = build_outbox_events(c, archive, written)
+    if events and c.outbox is None:
+        warnings.append("no outbox configured; the index replica will catch up by repair")
+        events = []
+    elif events:
+        try:
+            assert c.outbox is not None
+            c.outbox.append_batch(events)
+        except Exception as exc:  # noqa: BLE001 - phase 5 never fails a commit
+            log.warning("outbox registration failed, repair will heal it: %s", exc)
+            warnings.append(f"outbox registration failed (repair will heal): {exc}"[:300])
+            events = []
+    result = build_result(req, archive, plan, written, events, warnings, usage, duration_ms)
+    CommitJournal(c.fs).save(req, result)
+    return result
+
+
+def build_result(
+    req: CommitRequest,
+    archive: SessionArchive,
+    plan: PlanOutcome,
+    written: WriteOutcome,
+    events: list[OutboxEvent],
+    warnings: list[str],
+    usage: LLMUsage | None,
+    duration_ms: int,
+) -> CommitResult:
+    results = written.write_results
+    ok = [r for r in results if not r.error]
+    count = lambda a: sum(1 for r in ok if r.action is a and (r.created or r.updated))  # noqa: E731
+    stats = CommitStats(
+        candidates_extracted=plan.candidates_extracted,
+        candidates_skipped=len(plan.skipped) + sum(1 for r in ok if r.action is WriteAction.SKIP),
+        nodes_created=count(WriteAction.CREATE),
+        nodes_merged=count(WriteAction.MERGE),
+        nodes_appended=count(WriteAction.APPEND),
+        relations_written=len(written.relation_edges),
+        outbox_events_queued=len(events),
+        duration_ms=duration_ms,
+        llm_calls=usage.calls if usage else 0,
+        llm_prompt_tokens=usage.prompt_tokens if usage else 0,
+        llm_completion_tokens=usage.completion_tokens if usage else 0,
+    )
+    status = CommitStatus.PARTIAL if written.failed else CommitStatus.SUCCESS
+    reasons: list[str] = []
+    if written.failed:
+        reasons.append(f"{len(written.failed)} write(s) failed: " + "; ".join(written.failed))
+    failed_ex = [r for r in plan.extractors if r.status is ExtractorStatus.FAILED]
+    if failed_ex:
+        status = CommitStatus.PARTIAL
+        reasons.append("extractor(s) failed: " + ", ".join(r.extractor for r in failed_ex))
+    if not any(r.created or r.updated for r in ok):
+        why = [
+            f"{r.extractor}: {r.status.value}" + (f" ({r.reason})" if r.reason else "")
+            for r in plan.extractors
+        ]
+        skipped = [f"{s.routing_key}: {s.reason}" for s in plan.skipped][:10]
+        skipped += [
+            f"{i.plan.target_uri}: {i.plan.reason}"
+            for i in plan.items
+            if i.plan.action is WriteAction.SKIP
+        ][:10]
+        reasons.append("no memory stored; " + "; ".join(why + skipped))
+    return CommitResult(
+        commit_id=req.commit_id,
+        status=status,
+        archive=archive,
+        write_results=results,
+        outbox_events=events,
+        relation_edges=written.relation_edges,
+        plans=[i.plan for i in plan.items],
+        extractors=plan.extractors,
+        skipped=plan.skipped,
+        warnings=warnings,
+        stats=stats,
+        reason=" | ".join(reasons),
+        dry_run=req.options.dry_run,
+    )

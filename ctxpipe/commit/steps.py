@@ -1,0 +1,232 @@
+"""Ledgered steps: each commit phase made idempotent under redelivery.
+
+A step runs its phase once per (commit id, phase): the output is stored write-once in the commit
+ledger and a redelivered step returns the stored output without running again. Steps classify
+failures: transient ones raise `TransientStepError` (the task layer retries with backoff),
+permanent ones mark the commit failed in the ledger and raise `CommitError`.
+The Celery tasks in `tasks/` are thin wrappers around these functions.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from ctxpipe.commit.components import CommitComponents
+from ctxpipe.commit.payloads import ArchiveOutcome, CommitRequest, PlanOutcome, WriteOutcome
+from ctxpipe.commit.phases import (
+    archive_phase,
+    extract_phase,
+    plan_phase,
+    register_phase,
+    write_phase,
+)
+from ctxpipe.core.enums import CommitPhase
+from ctxpipe.core.errors import CommitError, LLMError, LockTimeoutError, StorageError
+from ctxpipe.core.models import ExtractionResult
+from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
+from ctxpipe.providers.base import LLMUsage, run_sync
+
+ARCHIVE, PLAN, WRITE, RESULT = "archive", "plan", "write", "result"
+EXTRACT_PREFIX = "extract:"
+
+
+class TransientStepError(Exception):
+    """A failure worth retrying (timeouts, connection loss, lock contention)."""
+
+    def __init__(self, phase: str, cause: BaseException) -> None:
+        self.phase = phase
+        super().__init__(f"transient failure in {phase}: {cause}")
+
+
+class LedgerPort(Protocol):
+    def create(self, commit_id: str, ctx: dict[str, str], request: dict[str, Any]) -> bool: ...
+    def get(self, commit_id: str) -> Any: ...
+    def advance(self, commit_id: str, phase: CommitPhase, **kw: Any) -> None: ...
+    def fail(self, commit_id: str, phase: str, error: str) -> None: ...
+    def touch(self, commit_id: str) -> None: ...
+    def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]: ...
+    def load_output(self, commit_id: str, key: str) -> dict[str, Any] | None: ...
+    def load_outputs(self, commit_id: str, prefix: str) -> dict[str, dict[str, Any]]: ...
+
+
+def is_transient(exc: BaseException | None) -> bool:
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, LLMError):
+            return exc.transient
+        if isinstance(exc, (LockTimeoutError, TimeoutError, ConnectionError, StorageError)):
+            return True
+        name = type(exc).__module__ + "." + type(exc).__name__
+        if name.startswith(("psycopg", "redis.", "kombu.")) and any(
+            w in name for w in ("Operational", "Connection", "Timeout")
+        ):
+            return True
+        exc = exc.__cause__
+        seen += 1
+    return False
+
+
+def submit(ledger: LedgerPort, req: CommitRequest) -> bool:
+    """Record a commit request; False when the commit id is already known."""
+    return ledger.create(
+        req.commit_id, req.ctx.model_dump(mode="json"), req.model_dump(mode="json")
+    )
+
+
+def load_request(ledger: LedgerPort, commit_id: str) -> CommitRequest:
+    row = ledger.get(commit_id)
+    if row is None:
+        raise CommitError(f"unknown commit {commit_id}", phase="enqueued")
+    return CommitRequest.model_validate(row.request)
+
+
+def _run(ledger: LedgerPort, commit_id: str, phase: str, fn: Any) -> Any:
+    try:
+        return fn()
+    except CommitError as exc:
+        if is_transient(exc.__cause__):
+            raise TransientStepError(exc.phase, exc.__cause__ or exc) from exc
+        ledger.fail(commit_id, exc.phase, str(exc))
+        raise
+    except Exception as exc:
+        if is_transient(exc):
+            raise TransientStepError(phase, exc) from exc
+        ledger.fail(commit_id, phase, f"{type(exc).__name__}: {exc}")
+        raise CommitError(str(exc), phase=phase) from exc
+
+
+def _archive(ledger: LedgerPort, commit_id: str) -> ArchiveOutcome:
+    out = ledger.load_output(commit_id, ARCHIVE)
+    if out is None:
+        raise CommitError("archive output missing", phase="extract")
+    return ArchiveOutcome.model_validate(out)
+
+
+def archive_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
+    done = ledger.load_output(commit_id, ARCHIVE)
+    if done is not None:
+        return done
+    ledger.touch(commit_id)
+    req = load_request(ledger, commit_id)
+    outcome = _run(ledger, commit_id, "archive", lambda: run_sync(archive_phase(c, req)))
+    stored = ledger.save_output(commit_id, ARCHIVE, outcome.model_dump(mode="json"))
+    ledger.advance(commit_id, CommitPhase.ARCHIVED, timings={"archive_ms": outcome.duration_ms})
+    return stored
+
+
+def extract_step(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, name: str
+) -> dict[str, Any]:
+    key = EXTRACT_PREFIX + name
+    done = ledger.load_output(commit_id, key)
+    if done is None:
+        req = load_request(ledger, commit_id)
+        archive = _archive(ledger, commit_id).archive
+        result = _run(
+            ledger, commit_id, "extract", lambda: run_sync(extract_phase(c, name, req, archive))
+        )
+        done = ledger.save_output(commit_id, key, result.model_dump(mode="json"))
+        rep = result.report
+        ledger.advance(
+            commit_id,
+            CommitPhase.ARCHIVED,
+            extractors={
+                name: {
+                    "status": rep.status.value,
+                    "candidates": rep.candidates,
+                    "reason": rep.reason,
+                    "duration_ms": rep.duration_ms,
+                }
+            },
+            timings={f"extract_{name}_ms": rep.duration_ms},
+        )
+    if len(ledger.load_outputs(commit_id, EXTRACT_PREFIX)) == len(EXTRACTOR_NAMES):
+        ledger.advance(commit_id, CommitPhase.EXTRACTED)
+    return done
+
+
+def extraction_results(ledger: LedgerPort, commit_id: str) -> list[ExtractionResult]:
+    stored = ledger.load_outputs(commit_id, EXTRACT_PREFIX)
+    missing = [n for n in EXTRACTOR_NAMES if EXTRACT_PREFIX + n not in stored]
+    if missing:
+        raise CommitError(f"extractor output missing: {', '.join(missing)}", phase="extract")
+    return [ExtractionResult.model_validate(stored[EXTRACT_PREFIX + n]) for n in EXTRACTOR_NAMES]
+
+
+def plan_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
+    done = ledger.load_output(commit_id, PLAN)
+    if done is not None:
+        return done
+    ledger.touch(commit_id)
+    req = load_request(ledger, commit_id)
+    archive = _archive(ledger, commit_id).archive
+    results = extraction_results(ledger, commit_id)
+    outcome = _run(
+        ledger, commit_id, "plan", lambda: run_sync(plan_phase(c, req, archive, results))
+    )
+    stored = ledger.save_output(commit_id, PLAN, outcome.model_dump(mode="json"))
+    ledger.advance(commit_id, CommitPhase.PLANNED, timings={"plan_ms": outcome.duration_ms})
+    return stored
+
+
+def write_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
+    done = ledger.load_output(commit_id, WRITE)
+    if done is not None:
+        return done
+    ledger.touch(commit_id)
+    req = load_request(ledger, commit_id)
+    archive = _archive(ledger, commit_id).archive
+    plan = PlanOutcome.model_validate(ledger.load_output(commit_id, PLAN))
+    if req.options.dry_run:
+        outcome = WriteOutcome()
+    else:
+        outcome = _run(
+            ledger, commit_id, "write", lambda: run_sync(write_phase(c, req, archive, plan))
+        )
+    stored = ledger.save_output(commit_id, WRITE, outcome.model_dump(mode="json"))
+    ledger.advance(commit_id, CommitPhase.WRITTEN, timings={"write_ms": outcome.duration_ms})
+    return stored
+
+
+def register_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
+    done = ledger.load_output(commit_id, RESULT)
+    if done is not None:
+        return done
+    started = time.perf_counter()
+    req = load_request(ledger, commit_id)
+    archived = _archive(ledger, commit_id)
+    plan = PlanOutcome.model_validate(ledger.load_output(commit_id, PLAN))
+    written = WriteOutcome.model_validate(ledger.load_output(commit_id, WRITE))
+    usage = LLMUsage()
+    usage.add(archived.usage)
+    for r in extraction_results(ledger, commit_id):
+        usage.add(r.usage)
+    usage.add(plan.usage)
+    row = ledger.get(commit_id)
+    elapsed = 0
+    if row is not None and row.created_at is not None:
+        elapsed = int((time.time() - row.created_at.timestamp()) * 1000)
+    result = register_phase(
+        c, req, archived.archive, plan, written, usage=usage, duration_ms=elapsed
+    )
+    stored = ledger.save_output(commit_id, RESULT, result.model_dump(mode="json"))
+    ledger.advance(
+        commit_id,
+        CommitPhase.REGISTERED,
+        status=result.status.value,
+        result=stored,
+        timings={"register_ms": int((time.perf_counter() - started) * 1000), "total_ms": elapsed},
+    )
+    return stored
+
+
+def resume_point(phase: str) -> str | None:
+    """Where to re-drive a stuck commit from (None: nothing to do)."""
+    return {
+        CommitPhase.ENQUEUED.value: "archive",
+        CommitPhase.ARCHIVED.value: "extract",
+        CommitPhase.EXTRACTED.value: "extract",
+        CommitPhase.PLANNED.value: "write",
+        CommitPhase.WRITTEN.value: "register",
+    }.get(phase)

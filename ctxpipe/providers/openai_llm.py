@@ -1,0 +1,320 @@
+"""OpenAI-compatible chat-completions LLM with JSON-schema output (OpenAI, vLLM, Ollama,
+llama.cpp server, ...).
+
+One `complete_json` call = one rendered prompt, up to `1 + settings.llm_max_retries` HTTP
+attempts. Retried (exponential backoff with full jitter): timeouts, connection errors, HTTP 429
+and 5xx, and output that is not JSON, is truncated (`finish_reason == "length"`) or does not
+validate against the schema. Other HTTP errors (401, 404, a 400 not about `response_format`)
+fail at once. When the server rejects `response_format: json_schema`, the instance falls back to
+`json_object` (and then to no `response_format`) and remembers that for later calls.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any, Literal, TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from ctxpipe.core.config import Settings
+from ctxpipe.core.errors import LLMError
+from ctxpipe.core.session import RequestContext
+from ctxpipe.providers.base import LLMUsage, run_sync
+from ctxpipe.providers.prompts import PromptRegistry, default_registry
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T", bound=BaseModel)
+ResponseFormatMode = Literal["json_schema", "json_object", "none"]
+
+SYSTEM_PROMPT = "You are a precise assistant. Reply with JSON only: one JSON object, no prose."
+_FENCE_RE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
+_BODY_SNIPPET = 300
+
+
+class _RetryableError(Exception):
+    """One failed attempt that is worth retrying. `transient`: infrastructure, not output."""
+
+    def __init__(self, message: str, *, transient: bool) -> None:
+        self.transient = transient
+        super().__init__(message)
+
+
+class _FormatRejected(Exception):
+    """HTTP 400 about `response_format`: switch to the next mode and resend at once."""
+
+
+def _schema_name(prompt_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", prompt_id)[:64] or "output"
+
+
+def extract_json_text(content: str) -> str:
+    """The JSON object inside a model reply: strips ```json fences and stray prose."""
+    text = content.strip()
+    match = _FENCE_RE.match(text)
+    if match:
+        text = match.group(1).strip()
+    if not text.startswith("{"):
+        start, end = text.find("{"), text.rfind("}")
+        if start != -1 and end > start:
+            text = text[start : end + 1]
+    return text
+
+
+def _validation_summary(exc: ValidationError, limit: int = 3) -> str:
+    parts = []
+    for err in exc.errors()[:limit]:
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "<root>"
+        parts.append(f"{loc}: {err.get('msg', '')}")
+    more = exc.error_count() - limit
+    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+
+
+def _snippet(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _BODY_SNIPPET else text[:_BODY_SNIPPET] + "..."
+
+
+class OpenAICompatibleLLM:
+    """`LLM` protocol over `POST {base_url}/chat/completions`."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        settings: Settings,
+        registry: PromptRegistry | None = None,
+        *,
+        retry_wait_s: float = 0.5,
+        retry_wait_max_s: float = 8.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._settings = settings
+        self._registry = registry if registry is not None else default_registry()
+        self._url = settings.llm_base_url.rstrip("/") + "/chat/completions"
+        self._model = settings.llm_model
+        self._timeout = settings.llm_timeout_s
+        self._attempts = settings.llm_max_retries + 1
+        self._wait_s = retry_wait_s
+        self._wait_max_s = retry_wait_max_s
+        self._transport = transport
+        self.response_format_mode: ResponseFormatMode = "json_schema"
+
+    @property
+    def registry(self) -> PromptRegistry:
+        return self._registry
+
+    # ---------------------------------------------------------------- public API
+    async def complete_json(
+        self,
+        prompt_id: str,
+        variables: dict[str, Any],
+        schema: type[T],
+        ctx: RequestContext | None = None,
+        usage: LLMUsage | None = None,
+    ) -> T:
+        prompt = self._registry.render(prompt_id, variables)  # PromptError is not retried
+        call_usage = LLMUsage(calls=1)
+        attempts = 0
+        retryer = AsyncRetrying(
+            stop=stop_after_attempt(self._attempts),
+            wait=wait_random_exponential(multiplier=self._wait_s, max=self._wait_max_s),
+            retry=retry_if_exception_type(_RetryableError),
+            before_sleep=lambda state: self._log_retry(prompt_id, state),
+            reraise=True,
+        )
+        try:
+            async with self._client() as client:
+                async for attempt in retryer:
+                    with attempt:
+                        attempts = attempt.retry_state.attempt_number
+                        return await self._attempt(
+                            client, prompt_id, prompt, schema, ctx, call_usage
+                        )
+        except LLMError as exc:
+            raise LLMError(
+                f"LLM prompt {prompt_id!r} failed on attempt {attempts}: {exc}",
+                transient=exc.transient,
+            ) from exc
+        except _RetryableError as exc:
+            raise LLMError(
+                f"LLM prompt {prompt_id!r} failed after {attempts} attempt(s) against "
+                f"{self._url} (model {self._model}): {exc}",
+                transient=exc.transient,
+            ) from exc
+        finally:
+            call_usage.retries = max(0, attempts - 1)
+            if usage is not None:
+                usage.add(call_usage)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def complete_json_sync(
+        self,
+        prompt_id: str,
+        variables: dict[str, Any],
+        schema: type[T],
+        ctx: RequestContext | None = None,
+        usage: LLMUsage | None = None,
+    ) -> T:
+        result: T = run_sync(self.complete_json(prompt_id, variables, schema, ctx, usage))
+        return result
+
+    # ---------------------------------------------------------------- internals
+    def _client(self) -> httpx.AsyncClient:
+        # a client per call: `complete_json_sync` runs each call on a fresh event loop
+        headers = {"Content-Type": "application/json"}
+        key = self._settings.llm_api_key.get_secret_value()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return httpx.AsyncClient(
+            timeout=httpx.Timeout(self._timeout), headers=headers, transport=self._transport
+        )
+
+    def _log_retry(self, prompt_id: str, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        log.warning(
+            "LLM prompt %s attempt %d/%d failed, retrying: %s",
+            prompt_id,
+            state.attempt_number,
+            self._attempts,
+            exc,
+        )
+
+    def _payload(self, prompt_id: str, prompt: str, schema: type[BaseModel]) -> dict[str, Any]:
+        system = SYSTEM_PROMPT
+        if self.response_format_mode != "json_schema":
+            # without server-side schema enforcement, show the model the schema itself
+            system += "\nThe object must match this JSON schema:\n" + json.dumps(
+                schema.model_json_schema(), ensure_ascii=False
+            )
+        payload: dict[str, Any] = {
+            "model": self._model,
+            "temperature": self._settings.llm_temperature,
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": prompt},
+            ],
+        }
+        if self.response_format_mode == "json_schema":
+            payload["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": _schema_name(prompt_id),
+                    "schema": schema.model_json_schema(),
+                    "strict": False,
+                },
+            }
+        elif self.response_format_mode == "json_object":
+            payload["response_format"] = {"type": "json_object"}
+        return payload
+
+    async def _attempt(
+        self,
+        client: httpx.AsyncClient,
+        prompt_id: str,
+        prompt: str,
+        schema: type[T],
+        ctx: RequestContext | None,
+        usage: LLMUsage,
+    ) -> T:
+        while True:
+            try:
+                body = await self._post(client, self._payload(prompt_id, prompt, schema), ctx)
+            except _FormatRejected as exc:
+                previous = self.response_format_mode
+                self.response_format_mode = "json_object" if previous == "json_schema" else "none"
+                log.warning(
+                    "LLM server %s rejected response_format %s (%s); using %s from now on",
+                    self._url,
+                    previous,
+                    exc,
+                    self.response_format_mode,
+                )
+                continue
+            return self._parse(body, schema, usage)
+
+    async def _post(
+        self, client: httpx.AsyncClient, payload: dict[str, Any], ctx: RequestContext | None
+    ) -> dict[str, Any]:
+        headers = {"X-Request-ID": ctx.trace_id} if ctx is not None else None
+        try:
+            resp = await client.post(self._url, json=payload, headers=headers)
+        except httpx.TimeoutException as exc:
+            raise _RetryableError(
+                f"timed out after {self._timeout:g}s ({type(exc).__name__})", transient=True
+            ) from exc
+        except httpx.TransportError as exc:
+            raise _RetryableError(
+                f"connection error: {type(exc).__name__}: {exc}", transient=True
+            ) from exc
+
+        if resp.status_code == 429 or resp.status_code >= 500:
+            raise _RetryableError(f"HTTP {resp.status_code}: {_snippet(resp.text)}", transient=True)
+        if resp.status_code in (400, 422) and "response_format" in resp.text:
+            if self.response_format_mode != "none":
+                raise _FormatRejected(_snippet(resp.text))
+        if resp.status_code >= 400:
+            raise LLMError(
+                f"LLM server {self._url} refused the request with HTTP {resp.status_code}: "
+                f"{_snippet(resp.text)}"
+            )
+        try:
+            body = resp.json()
+        except ValueError as exc:
+            raise _RetryableError(
+                f"response is not JSON: {_snippet(resp.text)}", transient=True
+            ) from exc
+        if not isinstance(body, dict):
+            raise _RetryableError(
+                f"unexpected response body: {_snippet(resp.text)}", transient=True
+            )
+        return body
+
+    @staticmethod
+    def _parse(body: dict[str, Any], schema: type[T], usage: LLMUsage) -> T:
+        tokens = body.get("usage") or {}
+        if isinstance(tokens, dict):
+            usage.prompt_tokens += int(tokens.get("prompt_tokens") or 0)
+            usage.completion_tokens += int(tokens.get("completion_tokens") or 0)
+        try:
+            choice = body["choices"][0]
+            message = choice.get("message") or {}
+            content = message.get("content")
+            finish = choice.get("finish_reason")
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise _RetryableError(
+                f"malformed chat-completions response: {_snippet(json.dumps(body))}",
+                transient=False,
+            ) from exc
+        if finish == "length":
+            raise _RetryableError(
+                "output truncated (finish_reason=length); the reply hit the token limit",
+                transient=False,
+            )
+        if not isinstance(content, str) or not content.strip():
+            refusal = message.get("refusal")
+            why = f"refusal: {_snippet(str(refusal))}" if refusal else "empty message content"
+            raise _RetryableError(why, transient=False)
+        text = extract_json_text(content)
+        try:
+            return schema.model_validate_json(text)
+        except ValidationError as exc:
+            kind = (
+                "not valid JSON"
+                if any(e.get("type") == "json_invalid" for e in exc.errors())
+                else f"does not match schema {schema.__name__}"
+            )
+            raise _RetryableError(
+                f"output {kind}: {_validation_summary(exc)}; output was: {_snippet(content)}",
+                transient=False,
+            ) from exc

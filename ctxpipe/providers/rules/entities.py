@@ -1,0 +1,328 @@
+"""Named entities: people, organisations, places, projects and products the user talks about.
+
+Candidates are capitalised (multi-)word names not at sentence start (or at sentence start when
+the same name also appears mid-sentence / is multi-word / carries a cue). A candidate becomes a
+memory when the USER mentions it and it is salient: typed by a cue ("my sister Hannah",
+"project Falcon", "at Northwind", "in Porto", "X Inc"), multi-word, or mentioned in ≥ 2
+messages. The sentences that mention it become its content, with their message ids.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from ctxpipe.providers.rules.dates import absolutize, find_dates
+from ctxpipe.providers.rules.grammar import tense, to_third_person
+from ctxpipe.providers.rules.inputs import Msg, anchor_for
+from ctxpipe.providers.rules.patterns import (
+    GENERIC_ACRONYMS,
+    IMPERATIVE_VERBS,
+    NAME,
+    NATIONALITIES,
+    NOT_NAMES,
+    PLACE_NOUNS,
+    TECH,
+)
+from ctxpipe.providers.rules.text import (
+    PHRASE_BREAKERS,
+    STOPWORDS,
+    normalize_space,
+    slugify,
+    tokenize,
+)
+
+RELATIONS = (
+    "friend best friend sister brother colleague coworker co-worker manager boss wife husband "
+    "partner son daughter mom mum dad mother father teammate team lead lead mentor cousin uncle "
+    "aunt neighbour neighbor roommate flatmate client doctor therapist fiancé fiancée girlfriend "
+    "boyfriend grandmother grandfather grandma grandpa niece nephew report tech lead cto ceo "
+    "landlord coach teacher professor advisor supervisor"
+).split()
+_REL_ALT = "|".join(
+    sorted(
+        {re.escape(r) for r in RELATIONS} | {"team lead", "best friend", "tech lead"},
+        key=len,
+        reverse=True,
+    )
+)
+REL_BEFORE = re.compile(rf"\b(?:my|our)\s+(?P<rel>{_REL_ALT})(?:\s*,)?\s*$", re.I)
+PERSON_AFTER = re.compile(
+    r"^\s*(?:'s\b|\s*(?:said|says|told|asks|asked|thinks|thought|suggested|wants|wanted|is getting|"
+    r"got|mentioned|recommended|called|texted|emailed|reviewed|helped|is visiting))",
+    re.I,
+)
+PROJECT_BEFORE = re.compile(r"\b(?:project|codename|repo|repository)\s*$", re.I)
+PROJECT_AFTER = re.compile(
+    r"^\s+(?:project|repo|service|app|codebase|pipeline|migration|"
+    r"dashboard|library|package)\b",
+    re.I,
+)
+ORG_SUFFIX = re.compile(
+    r"\b(?:Inc|Corp|Corporation|Ltd|LLC|GmbH|Labs|Bank|University|College|"
+    r"Institute|Group|Technologies|Systems|Analytics|Traders|Foundation|"
+    r"Hospital|School|Agency|Studio|Studios|Company|AG|SA|Software|Health)\b"
+)
+WORK_CONTEXT = re.compile(
+    r"\b(?:work|works|worked|working|job|joined|join|joining|hired|"
+    r"intern|employer|company|office|team at|contract)\b",
+    re.I,
+)
+ORG_BEFORE = re.compile(
+    r"\b(?:at|for|joined|join|joining|from|with|left|leaving)\s+(?:the\s+)?$", re.I
+)
+PLACE_BEFORE = re.compile(
+    r"\b(?:in|to|from|near|visit|visiting|visited|around|across|through)\s+(?:the\s+)?$", re.I
+)
+STRONG_PLACE_BEFORE = re.compile(
+    r"\b(?:live|lives|living|lived|based|moved|relocated|trip|flew|fly|flying|"
+    r"travel(?:l?ing)?|holiday|vacation)\s+(?:in|to|at)\s+(?:the\s+)?$",
+    re.I,
+)
+PLACE_NAME_HEAD = re.compile(
+    r"\b(?:Museum|Park|Airport|Station|Street|Square|Bridge|Beach|Lake|Mountains?|Islands?|"
+    r"Castle|Cathedral|Gallery|Zoo|Stadium|Hall|Centre|Center|Market)$"
+)
+_NAME_TOKEN = re.compile(r"[A-Z][\w&'’-]*(?:\.[A-Za-z]+)*|[A-Z]{2,}\d*")
+_CONNECTOR = re.compile(r"^\s+(?:of|de|da|del|von|van|&)\s+$|^\s+$")
+
+
+@dataclass
+class Mention:
+    name: str
+    msg: Msg
+    sentence: str
+    start: int
+    end: int
+
+
+@dataclass
+class Entity:
+    name: str
+    kind: str = ""
+    relation: str = ""
+    cue: bool = False
+    mentions: list[Mention] = field(default_factory=list)
+    scores: dict[str, float] = field(default_factory=dict)
+
+    def vote(self, kind: str, weight: float) -> None:
+        self.scores[kind] = self.scores.get(kind, 0.0) + weight
+
+
+def _raw_names(sentence: str) -> list[tuple[str, int, int]]:
+    """Maximal capitalised sequences (allowing 'of', '&' connectors)."""
+    toks = [(m.group(0), m.start(), m.end()) for m in _NAME_TOKEN.finditer(sentence)]
+    out: list[tuple[str, int, int]] = []
+    i = 0
+    while i < len(toks):
+        word, start, end = toks[i]
+        if word in NOT_NAMES or word.rstrip("'’s") in NOT_NAMES:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(toks):
+            gap = sentence[toks[j][2] : toks[j + 1][1]]
+            if not _CONNECTOR.match(gap) or toks[j + 1][0] in NOT_NAMES:
+                break
+            j += 1
+        name = sentence[start : toks[j][2]]
+        out.append((re.sub(r"['’]s$", "", name), start, toks[j][2]))
+        i = j + 1
+    return out
+
+
+def _valid(name: str) -> bool:
+    low = name.lower()
+    return not (
+        name in GENERIC_ACRONYMS
+        or low in STOPWORDS
+        or low in NATIONALITIES
+        or len(name) < 2
+        or name.isdigit()
+    )
+
+
+def _is_sentence_start(sentence: str, start: int) -> bool:
+    return not re.search(r"[A-Za-z0-9]", sentence[:start])
+
+
+def _self_names(messages: list[Msg]) -> set[str]:
+    out: set[str] = set()
+    for m in messages:
+        if m.is_user:
+            lead = r"\b(?:(?i:my name is|call me)|I'm|I am)"
+            pattern = rf"{lead}\s+({NAME})(?=\s*(?:[,.!]|$|and\b))"
+            for hit in re.finditer(pattern, m.content.replace("’", "'")):
+                out.add(hit.group(1))
+                out.update(hit.group(1).split())
+    return out
+
+
+def _common_word(word: str, lowercase_vocab: set[str]) -> bool:
+    low = word.lower()
+    return low in PHRASE_BREAKERS or low in IMPERATIVE_VERBS or low in lowercase_vocab
+
+
+def names_in(sentence: str, lowercase_vocab: set[str] | None = None) -> list[tuple[str, int, int]]:
+    """Candidate names of one sentence; a sentence-initial common word is peeled off."""
+    vocab = lowercase_vocab or set()
+    out: list[tuple[str, int, int]] = []
+    for name, st, en in _raw_names(sentence):
+        if _is_sentence_start(sentence, st) and " " in name:
+            first = name.split(" ", 1)[0]
+            if _common_word(first, vocab):
+                name = name.split(" ", 1)[1]
+                st = en - len(name)
+        if _valid(name):
+            out.append((name, st, en))
+    return out
+
+
+def collect(messages: list[Msg]) -> dict[str, Entity]:
+    mid_sentence: set[str] = set()
+    raw: list[tuple[str, Msg, str, int, int]] = []
+    vocab = {t for m in messages for t in tokenize(m.content) if t.islower()}
+    lower_words = {w for m in messages for w in re.findall(r"\b[a-z][a-z]+\b", m.content)}
+    vocab &= lower_words
+    for msg in messages:
+        for s in msg.sentences:
+            for name, st, en in names_in(s, vocab):
+                raw.append((name, msg, s, st, en))
+                if not _is_sentence_start(s, st):
+                    mid_sentence.add(name)
+    selves = _self_names(messages)
+    entities: dict[str, Entity] = {}
+    for name, msg, s, st, en in raw:
+        before, after = s[:st], s[en:]
+        typed = bool(
+            REL_BEFORE.search(before) or PROJECT_BEFORE.search(before) or ORG_SUFFIX.search(name)
+        )
+        if (
+            _is_sentence_start(s, st)
+            and name not in mid_sentence
+            and " " not in name
+            and not typed
+            and not PERSON_AFTER.match(after)
+        ):
+            continue
+        if name in selves:
+            continue
+        ent = entities.setdefault(name, Entity(name))
+        ent.mentions.append(Mention(name, msg, s, st, en))
+        _classify(ent, s, before, after)
+    return _fold_aliases(entities)
+
+
+def _classify(ent: Entity, sentence: str, before: str, after: str) -> None:
+    rel = REL_BEFORE.search(before)
+    if rel:
+        ent.relation = ent.relation or rel.group("rel").lower()
+        ent.vote("person", 3)
+        ent.cue = True
+    if PERSON_AFTER.match(after):
+        ent.vote("person", 1.5)
+    if PROJECT_BEFORE.search(before) or PROJECT_AFTER.match(after):
+        ent.vote("project", 3)
+        ent.cue = True
+    if ORG_SUFFIX.search(ent.name):
+        ent.vote("organisation", 3)
+        ent.cue = True
+    if ORG_BEFORE.search(before):
+        ent.vote("organisation", 2 if WORK_CONTEXT.search(sentence) else 0.8)
+        ent.cue = ent.cue or bool(WORK_CONTEXT.search(sentence))
+    if STRONG_PLACE_BEFORE.search(before) or PLACE_NAME_HEAD.search(ent.name):
+        ent.vote("place", 2.5)
+        ent.cue = True
+    if PLACE_BEFORE.search(before):
+        ent.vote("place", 0.5 if WORK_CONTEXT.search(sentence) else 1.5)
+        ent.cue = ent.cue or not WORK_CONTEXT.search(sentence)
+    if re.search(r"[a-z][A-Z]|\d|\.|^[A-Z]{2,}$", ent.name):
+        ent.vote("product", 1)
+    if ent.name.lower() in TECH or ent.name.split()[0].lower() in TECH:
+        ent.vote("product", 4)
+    near = sentence[sentence.find(ent.name) :][:80]
+    if re.search(rf"{re.escape(ent.name)}\s+(?:is|was)\s+an?\b", near) and PLACE_NOUNS.search(near):
+        ent.vote("place", 2.5)
+
+
+def _fold_aliases(entities: dict[str, Entity]) -> dict[str, Entity]:
+    """'Acme' folds into 'Acme Analytics', 'Falcon' into 'Project Falcon' (word-boundary)."""
+    names = sorted(entities, key=len, reverse=True)
+    for short in sorted(entities, key=len):
+        for long in names:
+            if long == short or short not in entities or long not in entities:
+                continue
+            if re.search(rf"(?:^|\s){re.escape(short)}(?:\s|$)", long):
+                target, src = entities[long], entities.pop(short)
+                target.mentions.extend(src.mentions)
+                for k, v in src.scores.items():
+                    target.vote(k, v)
+                target.relation = target.relation or src.relation
+                target.cue = target.cue or src.cue
+                break
+    return entities
+
+
+def _display(name: str) -> str:
+    return re.sub(r"^(?:Project|The)\s+", "", name) or name
+
+
+def _sentence_line(m: Mention, session_time: Any) -> tuple[str, str]:
+    anchor: date | None = anchor_for(m.msg, session_time)
+    dates = find_dates(m.sentence, anchor, tense(m.sentence))
+    absolute = absolutize(m.sentence, dates)
+    told = to_third_person(absolute) if m.msg.is_user else f"(assistant) {absolute}"
+    return normalize_space(told), normalize_space(m.sentence)
+
+
+def extract_entities(messages: list[Msg], session_time: Any) -> list[dict[str, Any]]:
+    memories: list[dict[str, Any]] = []
+    for ent in collect(messages).values():
+        user_msgs = {m.msg.id for m in ent.mentions if m.msg.is_user}
+        if not user_msgs:
+            continue
+        n_msgs = len({m.msg.id for m in ent.mentions})
+        if not (ent.cue or n_msgs >= 2 or " " in ent.name):
+            continue
+        kind = max(ent.scores, key=lambda k: ent.scores[k]) if ent.scores else "thing"
+        seen: set[str] = set()
+        overview = [f"- type: {kind}"]
+        if ent.relation:
+            overview.append(f"- relation: the user's {ent.relation}")
+        content: list[str] = []
+        refs: list[str] = []
+        for m in sorted(ent.mentions, key=lambda x: x.msg.index):
+            told, quote = _sentence_line(m, session_time)
+            if told.lower() in seen:
+                continue
+            seen.add(told.lower())
+            overview.append(f"- {told} [{m.msg.id}]")
+            content.append(f'- {told} [{m.msg.id}] — "{quote[:200]}"')
+            if m.msg.id not in refs:
+                refs.append(m.msg.id)
+        told_lines = [line for line in overview if line.endswith("]")]
+        user_lines = [
+            line
+            for line in told_lines
+            if not line.startswith("- (assistant)") and not line.rsplit(" [", 1)[0].endswith("?")
+        ]
+        pick = (user_lines or told_lines or [""])[0]
+        first = pick[2:].rsplit(" [", 1)[0] if pick else ""
+        label = f"{_display(ent.name)} ({kind}" + (
+            f", the user's {ent.relation})" if ent.relation else ")"
+        )
+        conf = 0.85 if ent.cue else 0.7 if n_msgs >= 2 else 0.6
+        memories.append(
+            {
+                "category": "entities",
+                "routing_key": slugify(_display(ent.name)),
+                "abstract": f"{label}: {first}" if first else label,
+                "overview": "\n".join(overview),
+                "content": "\n".join(content),
+                "confidence": conf,
+                "source_refs": refs,
+            }
+        )
+    return memories

@@ -1,0 +1,167 @@
+"""Fact lines: the bullet format extractors emit and the merge policy reads back.
+
+A fact line is ``- <predicate> <object> [m3, m7] — "evidence" (superseded: <newer fact>)``.
+The predicate decides how two facts about the same attribute interact when merged:
+single-valued attributes (job, home, name…) conflict, multi-valued ones (tools, hobbies…)
+accumulate, and opposite polarities on the same object ("likes X" / "dislikes X") conflict.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ctxpipe.providers.rules.text import content_tokens, normalize_space
+
+# predicate → attribute group (facts of a single-valued group conflict with each other)
+SINGLE_VALUED: dict[str, str] = {
+    "is named": "name",
+    "works as": "occupation",
+    "works at": "occupation",
+    "works for": "occupation",
+    "lives in": "residence",
+    "is based in": "residence",
+    "is aged": "age",
+    "is married to": "spouse",
+}
+POSITIVE = ("prefers", "would rather", "likes", "loves", "enjoys", "wants", "always")
+NEGATIVE = ("dislikes", "hates", "can't stand", "avoids", "never", "does not want")
+MULTI_VALUED = (
+    "has been",
+    "has",
+    "uses",
+    "speaks",
+    "studied",
+    "plays",
+    "is from",
+    "is",
+    "was",
+    "mentioned",
+)
+# longest first so "works as" wins over "works", "is based in" over "is"
+PREDICATES: tuple[str, ...] = tuple(
+    sorted(set(SINGLE_VALUED) | set(POSITIVE) | set(NEGATIVE) | set(MULTI_VALUED), key=len)[::-1]
+)
+_LINE_RE = re.compile(
+    r"^\s*[-*•]\s+(?P<body>.*?)"
+    r"(?:\s+\[(?P<refs>[^\]]*)\])?"
+    r"(?:\s+—\s+(?P<evidence>\".*?\"))?"
+    r"(?:\s+\(superseded:\s*(?P<superseded>.*)\))?\s*$"
+)
+
+
+@dataclass
+class Fact:
+    """One parsed bullet line (or a free-text line when `bullet` is False)."""
+
+    text: str
+    refs: list[str] = field(default_factory=list)
+    evidence: str = ""
+    superseded: str = ""
+    bullet: bool = True
+
+    @property
+    def active(self) -> bool:
+        return not self.superseded
+
+    @property
+    def predicate(self) -> str:
+        return split_predicate(self.text)[0]
+
+    @property
+    def obj(self) -> str:
+        return split_predicate(self.text)[1]
+
+    def render(self) -> str:
+        if not self.bullet:
+            return self.text
+        out = f"- {self.text}"
+        if self.refs:
+            out += f" [{', '.join(self.refs)}]"
+        if self.evidence:
+            out += f" — {self.evidence}"
+        if self.superseded:
+            out += f" (superseded: {self.superseded})"
+        return out
+
+
+def split_predicate(text: str) -> tuple[str, str]:
+    """('works as', 'a data engineer at Acme') — or ('key', value) for 'key: value' lines."""
+    low = text.lower()
+    for p in PREDICATES:
+        if low.startswith(p + " "):
+            return p, text[len(p) + 1 :].strip()
+    m = re.match(r"^([A-Za-z][\w /'-]{0,30}):\s+(.+)$", text)
+    if m:
+        return m.group(1).lower().strip() + ":", m.group(2).strip()
+    return "", text
+
+
+def parse_lines(text: str) -> list[Fact]:
+    """Facts of a markdown block; non-bullet lines are kept as free-text facts."""
+    out: list[Fact] = []
+    for raw in (text or "").splitlines():
+        if not raw.strip():
+            continue
+        m = _LINE_RE.match(raw)
+        if not m:
+            out.append(Fact(text=raw.rstrip(), bullet=False))
+            continue
+        refs = [r.strip() for r in (m.group("refs") or "").split(",") if r.strip()]
+        out.append(
+            Fact(
+                text=normalize_space(m.group("body")),
+                refs=refs,
+                evidence=m.group("evidence") or "",
+                superseded=(m.group("superseded") or "").strip(),
+            )
+        )
+    return out
+
+
+def render_lines(facts: list[Fact]) -> str:
+    return "\n".join(f.render() for f in facts)
+
+
+def group_of(predicate: str) -> str | None:
+    if predicate in SINGLE_VALUED:
+        return SINGLE_VALUED[predicate]
+    if predicate.endswith(":") and predicate[:-1] not in MULTI_KEYS:
+        return predicate
+    return None
+
+
+# "key: value" lines whose key accumulates values instead of replacing them
+MULTI_KEYS = frozenset({"best for", "common failures", "mentioned", "note", "notes", "evidence"})
+
+
+def polarity(predicate: str) -> int:
+    if predicate in POSITIVE:
+        return 1
+    if predicate in NEGATIVE:
+        return -1
+    return 0
+
+
+def fact_tokens(fact: Fact) -> set[str]:
+    return set(content_tokens(fact.text))
+
+
+def object_tokens(fact: Fact) -> set[str]:
+    return set(content_tokens(fact.obj))
+
+
+def synthesize(subject: str, facts: list[Fact], max_chars: int = 240) -> str:
+    """One-line synthesis: '<subject>: fact; fact; fact (+N more)'."""
+    active = [f.text.rstrip(".") for f in facts if f.active and f.bullet and f.text]
+    if not active:
+        active = [f.text.rstrip(".") for f in facts if f.text and not f.superseded]
+    body: list[str] = []
+    for text in active:
+        if body and len("; ".join([*body, text])) > max_chars:
+            break
+        body.append(text)
+    more = len(active) - len(body)
+    line = "; ".join(body) + (f" (+{more} more)" if more > 0 else "")
+    line = line or "no details"
+    return f"{subject}: {line}" if subject else line[:1].upper() + line[1:]

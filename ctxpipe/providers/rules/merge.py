@@ -1,0 +1,162 @@
+"""`policy.merge_bundle`: fold new L0/L1/L2 text into an existing memory, line by line.
+
+Every old line is kept. A new line that is near-identical to an active old line (same polarity
+and token Jaccard ≥ 0.8, or adding no new content tokens) only contributes its message refs.
+A new line that contradicts an active old line wins: the old line stays, marked
+``(superseded: <new fact>)``, and the pair is reported in `conflicts`. Contradiction means
+same single-valued attribute with a different value ("works as …", "lives in …", "key: …"),
+opposite polarity on the same object ("likes X" / "dislikes X"), or a different choice of the
+same kind ("prefers X" / "prefers Y" sharing a word, or both short names).
+The abstract is re-synthesised from the merged active facts, so merging the same new bundle
+twice yields exactly the same abstract/overview/content as merging it once.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+from ctxpipe.providers.rules.facts import (
+    Fact,
+    fact_tokens,
+    group_of,
+    object_tokens,
+    parse_lines,
+    polarity,
+    render_lines,
+    synthesize,
+)
+from ctxpipe.providers.rules.profile import profile_abstract
+from ctxpipe.providers.rules.text import containment, jaccard
+
+CHOICE_PREDICATES = frozenset({"prefers", "would rather"})
+REPLACE_KEYS = frozenset({"usage:"})  # counters: the newest value simply replaces the old one
+
+
+def near_identical(old: Fact, new: Fact) -> bool:
+    if polarity(old.predicate) != polarity(new.predicate):
+        return False
+    if old.predicate.endswith(":") and old.predicate != new.predicate:
+        return False
+    a, b = fact_tokens(old), fact_tokens(new)
+    if not a or not b:
+        return old.text.strip().lower() == new.text.strip().lower()
+    return jaccard(a, b) >= 0.8 or containment(b, a) == 1.0
+
+
+def _short_name(text: str) -> bool:
+    return len(text.split()) <= 3 and bool(re.search(r"[A-Z]", text))
+
+
+def conflicts_with(old: Fact, new: Fact) -> bool:
+    """Does `new` contradict the (active, not near-identical) `old`?"""
+    if not old.bullet or not new.bullet:
+        return False
+    po, pn = old.predicate, new.predicate
+    group = group_of(po)
+    if group is not None and group == group_of(pn):
+        return True
+    oa, ob = object_tokens(old), object_tokens(new)
+    if polarity(po) * polarity(pn) == -1:
+        return bool(oa and ob) and (
+            jaccard(oa, ob) >= 0.5 or containment(oa, ob) >= 0.8 or containment(ob, oa) >= 0.8
+        )
+    if po in CHOICE_PREDICATES and pn in CHOICE_PREDICATES:
+        return bool(oa & ob) or (_short_name(old.obj) and _short_name(new.obj))
+    return False
+
+
+def _describe(old: Fact, new: Fact) -> str:
+    pred = old.predicate.rstrip(":") or "fact"
+    old_v = old.obj if old.predicate else old.text
+    new_v = new.obj if new.predicate == old.predicate and new.predicate else new.text
+    return f'{pred}: "{old_v}" → "{new_v}"'
+
+
+def merge_facts(old: list[Fact], new: list[Fact]) -> tuple[list[Fact], list[str], int, int]:
+    """(merged lines, conflicts, lines added, duplicates folded)."""
+    result = [copy.deepcopy(f) for f in old]
+    conflicts: list[str] = []
+    added = folded = 0
+    for incoming in new:
+        n = copy.deepcopy(incoming)
+        if not n.text:
+            continue
+        if n.superseded:  # history carried by the new bundle: keep once
+            if not any(r.text.lower() == n.text.lower() and r.superseded for r in result):
+                result.append(n)
+            continue
+        dup = next((r for r in result if r.active and near_identical(r, n)), None)
+        if dup is not None:
+            dup.refs.extend(r for r in n.refs if r not in dup.refs)
+            dup.evidence = dup.evidence or n.evidence
+            folded += 1
+            continue
+        if n.predicate in REPLACE_KEYS:
+            result = [r for r in result if r.predicate != n.predicate]
+            result.append(n)
+            added += 1
+            continue
+        for r in result:
+            if r.active and conflicts_with(r, n):
+                r.superseded = n.text
+                conflicts.append(_describe(r, n))
+        result.append(n)
+        added += 1
+    return result, conflicts, added, folded
+
+
+def _label(abstract: str) -> str:
+    head, sep, _ = abstract.partition(": ")
+    return head.strip() if sep and 0 < len(head.split()) <= 8 else ""
+
+
+def merged_abstract(category: str, facts: list[Fact], old_abs: str, new_abs: str) -> str:
+    if not facts:
+        return new_abs.strip() or old_abs.strip() or "(empty)"
+    if category == "profile":
+        return profile_abstract(facts)
+    label = _label(new_abs) or _label(old_abs)
+    body = [f for f in facts if not f.predicate.endswith(":")]
+    return synthesize(label, body or facts)
+
+
+def merge_bundle(variables: dict[str, Any]) -> dict[str, Any]:
+    category = str(variables.get("category") or "")
+    old_abs = str(variables.get("existing_abstract") or "")
+    new_abs = str(variables.get("new_abstract") or "")
+    old_ov = parse_lines(str(variables.get("existing_overview") or "")) or (
+        parse_lines(f"- {old_abs}") if old_abs else []
+    )
+    new_ov = parse_lines(str(variables.get("new_overview") or "")) or (
+        parse_lines(f"- {new_abs}") if new_abs else []
+    )
+    overview, conflicts, added, folded = merge_facts(old_ov, new_ov)
+    content, c_conflicts, _, _ = merge_facts(
+        parse_lines(str(variables.get("existing_content") or "")),
+        parse_lines(str(variables.get("new_content") or "")),
+    )
+    for c in c_conflicts:
+        if c not in conflicts and not any(_same_conflict(c, x) for x in conflicts):
+            conflicts.append(c)
+    abstract = merged_abstract(category, overview or content, old_abs, new_abs)
+    kept = len(old_ov)
+    reason = (
+        f"kept all {kept} existing line(s); added {added} new; folded {folded} near-duplicate(s)"
+    )
+    if conflicts:
+        reason += f"; {len(conflicts)} conflict(s) resolved in favour of the new information"
+    if not added and not conflicts:
+        reason += "; nothing new (already merged)"
+    return {
+        "abstract": abstract,
+        "overview": render_lines(overview),
+        "content": render_lines(content),
+        "reason": reason,
+        "conflicts": conflicts,
+    }
+
+
+def _same_conflict(a: str, b: str) -> bool:
+    return a.split(":", 1)[0] == b.split(":", 1)[0] and a.split("→")[-1] == b.split("→")[-1]

@@ -1,0 +1,155 @@
+"""The commit ledger: one row per commit id with its phase, per-extractor status, timings and
+attempts, plus the write-once output of every phase (`commit_outputs`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from pydantic import BaseModel, Field
+
+from ctxpipe.core.enums import CommitPhase
+from ctxpipe.storage.db import Database
+from ctxpipe.storage.queries import Queries
+
+PHASE_ORDER = [
+    CommitPhase.ENQUEUED.value,
+    CommitPhase.ARCHIVED.value,
+    CommitPhase.EXTRACTED.value,
+    CommitPhase.PLANNED.value,
+    CommitPhase.WRITTEN.value,
+    CommitPhase.REGISTERED.value,
+]
+
+
+class LedgerRow(BaseModel):
+    commit_id: str
+    account_id: str = ""
+    user_id: str = ""
+    agent_id: str = ""
+    session_id: str = ""
+    phase: str
+    status: str | None = None
+    extractors: dict[str, Any] = Field(default_factory=dict)
+    timings: dict[str, Any] = Field(default_factory=dict)
+    attempts: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
+    error_phase: str | None = None
+    request: dict[str, Any] = Field(default_factory=dict)
+    result: dict[str, Any] | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class CommitLedger:
+    def __init__(self, db: Database, schema: str = "ctx") -> None:
+        self._db = db
+        self._q = Queries(schema)
+
+    def create(self, commit_id: str, ctx: dict[str, str], request: dict[str, Any]) -> bool:
+        """Record a submitted commit; False if the id was already known (idempotent)."""
+        with self._db.connection() as conn:
+            row = conn.execute(
+                self._q["ledger_create"],
+                {
+                    "commit_id": commit_id,
+                    "account_id": ctx.get("account_id", ""),
+                    "user_id": ctx.get("user_id", ""),
+                    "agent_id": ctx.get("agent_id", ""),
+                    "session_id": ctx.get("session_id", ""),
+                    "request": Jsonb(request),
+                },
+            ).fetchone()
+        return row is not None
+
+    def get(self, commit_id: str) -> LedgerRow | None:
+        with self._db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            row = cur.execute(self._q["ledger_get"], {"commit_id": commit_id}).fetchone()
+        return LedgerRow.model_validate(row) if row else None
+
+    def advance(
+        self,
+        commit_id: str,
+        phase: CommitPhase,
+        *,
+        status: str | None = None,
+        extractors: dict[str, Any] | None = None,
+        timings: dict[str, Any] | None = None,
+        result: dict[str, Any] | None = None,
+    ) -> None:
+        """Move forward to `phase` (never backwards, never out of `failed`)."""
+        with self._db.connection() as conn:
+            conn.execute(
+                self._q["ledger_advance"],
+                {
+                    "commit_id": commit_id,
+                    "phase": phase.value,
+                    "status": status,
+                    "extractors": Jsonb(extractors or {}),
+                    "timings": Jsonb(timings or {}),
+                    "result": Jsonb(result) if result is not None else None,
+                    "order": PHASE_ORDER,
+                },
+            )
+
+    def fail(self, commit_id: str, phase: str, error: str) -> None:
+        with self._db.connection() as conn:
+            conn.execute(
+                self._q["ledger_fail"],
+                {"commit_id": commit_id, "error_phase": phase, "error": error[:2000]},
+            )
+
+    def bump_attempt(self, commit_id: str, key: str) -> int:
+        with self._db.connection() as conn:
+            row = conn.execute(
+                self._q["ledger_bump_attempt"], {"commit_id": commit_id, "key": key}
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def touch(self, commit_id: str) -> None:
+        with self._db.connection() as conn:
+            conn.execute(self._q["ledger_touch"], {"commit_id": commit_id})
+
+    def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """Store a phase output once; returns the stored one (the first writer wins)."""
+        with self._db.connection() as conn:
+            conn.execute(
+                self._q["output_save"],
+                {"commit_id": commit_id, "phase_key": key, "payload": Jsonb(payload)},
+            )
+            row = conn.execute(
+                self._q["output_get"], {"commit_id": commit_id, "phase_key": key}
+            ).fetchone()
+        assert row is not None
+        return dict(row[0])
+
+    def load_output(self, commit_id: str, key: str) -> dict[str, Any] | None:
+        with self._db.connection() as conn:
+            row = conn.execute(
+                self._q["output_get"], {"commit_id": commit_id, "phase_key": key}
+            ).fetchone()
+        return dict(row[0]) if row else None
+
+    def load_outputs(self, commit_id: str, prefix: str) -> dict[str, dict[str, Any]]:
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                self._q["output_prefix"], {"commit_id": commit_id, "prefix": prefix + "%"}
+            ).fetchall()
+        return {k: dict(v) for k, v in rows}
+
+    def stuck(self, older_than_s: float, limit: int = 100) -> list[tuple[str, str, dict]]:
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                self._q["ledger_stuck"], {"older_than_s": older_than_s, "limit": limit}
+            ).fetchall()
+        return [(r[0], r[1], dict(r[2] or {})) for r in rows]
+
+    def counts_by_phase(self) -> dict[str, int]:
+        with self._db.connection() as conn:
+            return {p: int(n) for p, n in conn.execute(self._q["ledger_counts"]).fetchall()}
+
+    def recent(self, limit: int = 20) -> list[dict[str, Any]]:
+        with self._db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            return list(cur.execute(self._q["ledger_recent"], {"limit": limit}).fetchall())

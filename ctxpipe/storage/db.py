@@ -1,0 +1,163 @@
+"""PostgreSQL connection pool (psycopg 3 + pgvector adapters), fork-safe for Celery prefork."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ctxpipe.core.errors import StorageError
+
+if TYPE_CHECKING:
+    from ctxpipe.core.config import Settings
+
+log = logging.getLogger(__name__)
+
+# Pools inherited across fork(). They are never closed nor garbage-collected in the child:
+# closing would send a Terminate message on sockets the parent still uses.
+_ABANDONED: list[ConnectionPool[Any]] = []
+
+
+def redact(conninfo: str) -> str:
+    """`user@host:port/dbname` (no password) for messages and logs."""
+    try:
+        parts = conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        return "<invalid conninfo>"
+    host = parts.get("host") or parts.get("hostaddr") or "localhost"
+    port = parts.get("port") or "5432"
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    return f"{user}{host}:{port}/{parts.get('dbname') or ''}"
+
+
+def connect_error(conninfo: str, exc: BaseException) -> StorageError:
+    """One actionable line for a failed connection (never shows the password)."""
+    detail = " ".join(str(exc).split()) or type(exc).__name__
+    return StorageError(f"cannot connect to PostgreSQL at {redact(conninfo)}: {detail}")
+
+
+def wait_ready(conninfo: str, timeout: float = 30.0, interval: float = 0.2) -> None:
+    """Block until `SELECT 1` succeeds on `conninfo`; StorageError after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while True:
+        try:
+            with psycopg.connect(conninfo, connect_timeout=max(1, int(interval * 10))) as conn:
+                conn.execute("SELECT 1")
+                return
+        except psycopg.Error as exc:
+            last = exc
+        if time.monotonic() >= deadline:
+            err = connect_error(conninfo, last or TimeoutError("timed out"))
+            raise StorageError(f"{err} (not ready after {timeout:.0f}s)") from last
+        time.sleep(interval)
+
+
+def _register_vector(conn: psycopg.Connection[Any]) -> bool:
+    """Register pgvector adapters on `conn` if the extension exists; leave `conn` idle."""
+    try:
+        with conn.transaction():
+            register_vector(conn)
+        return True
+    except psycopg.ProgrammingError:  # "vector type not found": not migrated yet
+        return False
+
+
+class Database:
+    """A lazily opened `psycopg_pool.ConnectionPool` with pgvector types registered.
+
+    `connection()` yields a connection inside a transaction (commit on success, rollback on
+    error). After `fork()` the child transparently builds its own pool.
+    """
+
+    def __init__(
+        self, conninfo: str, min_size: int = 1, max_size: int = 8, *, timeout: float = 30.0
+    ) -> None:
+        if max_size < 1 or min_size < 0 or min_size > max_size:
+            raise ValueError(f"bad pool sizes min={min_size} max={max_size}")
+        self.conninfo = conninfo
+        self.min_size = min_size
+        self.max_size = max_size
+        self.timeout = timeout
+        self._pool: ConnectionPool[Any] | None = None
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Database:
+        return cls(settings.database_url, settings.db_pool_min, settings.db_pool_max)
+
+    def __repr__(self) -> str:
+        return f"Database({redact(self.conninfo)!r}, min={self.min_size}, max={self.max_size})"
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        _register_vector(conn)
+
+    def _get_pool(self) -> ConnectionPool[Any]:
+        pid = os.getpid()
+        if self._pool is not None and self._pid == pid:
+            return self._pool
+        with self._lock:
+            if self._pid != pid:
+                if self._pool is not None:
+                    _ABANDONED.append(self._pool)
+                self._pool = None
+                self._lock = threading.Lock()  # a lock held at fork time would deadlock
+                self._pid = pid
+            if self._pool is None:
+                pool: ConnectionPool[Any] = ConnectionPool(
+                    self.conninfo,
+                    min_size=self.min_size,
+                    max_size=self.max_size,
+                    open=False,
+                    configure=self._configure,
+                    timeout=self.timeout,
+                    name=f"ctxpipe-{pid}",
+                )
+                pool.open(wait=False)
+                self._pool = pool
+            return self._pool
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection in a transaction; commits on success, rolls back on error."""
+        pool = self._get_pool()
+        try:
+            conn = pool.getconn()
+        except (PoolTimeout, psycopg.OperationalError) as exc:
+            raise connect_error(self.conninfo, exc) from exc
+        try:
+            if conn.adapters.types.get("vector") is None:
+                _register_vector(conn)  # the extension may have been created after connect
+            with conn:  # commit on success, rollback on error; pooled conns stay open
+                yield conn
+        finally:
+            pool.putconn(conn)
+
+    def close(self) -> None:
+        """Close the pool (only in the process that opened it)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            if self._pid == os.getpid():
+                pool.close()
+            else:
+                _ABANDONED.append(pool)
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["Database", "connect_error", "redact", "wait_ready"]

@@ -1,0 +1,74 @@
+-- name: ledger_create
+INSERT INTO {{schema}}.commits
+    (commit_id, account_id, user_id, agent_id, session_id, phase, request)
+VALUES
+    (%(commit_id)s, %(account_id)s, %(user_id)s, %(agent_id)s, %(session_id)s, 'enqueued',
+     %(request)s)
+ON CONFLICT (commit_id) DO NOTHING
+RETURNING commit_id
+
+-- name: ledger_get
+SELECT commit_id, account_id, user_id, agent_id, session_id, phase, status, extractors,
+       timings, attempts, error, error_phase, request, result, created_at, updated_at
+FROM {{schema}}.commits
+WHERE commit_id = %(commit_id)s
+
+-- name: ledger_advance
+UPDATE {{schema}}.commits
+SET phase = %(phase)s,
+    status = COALESCE(%(status)s, status),
+    extractors = extractors || %(extractors)s,
+    timings = timings || %(timings)s,
+    result = COALESCE(%(result)s, result),
+    updated_at = now()
+WHERE commit_id = %(commit_id)s
+  AND phase <> 'failed'
+  AND array_position(%(order)s::text[], phase::text) <= array_position(%(order)s::text[], %(phase)s::text)
+
+-- name: ledger_fail
+UPDATE {{schema}}.commits
+SET phase = 'failed', status = 'failed', error = %(error)s, error_phase = %(error_phase)s,
+    updated_at = now()
+WHERE commit_id = %(commit_id)s AND phase <> 'registered'
+
+-- name: ledger_bump_attempt
+UPDATE {{schema}}.commits
+SET attempts = jsonb_set(attempts, ARRAY[%(key)s::text],
+                         to_jsonb(COALESCE((attempts ->> %(key)s)::int, 0) + 1)),
+    updated_at = updated_at
+WHERE commit_id = %(commit_id)s
+RETURNING (attempts ->> %(key)s)::int
+
+-- name: ledger_touch
+UPDATE {{schema}}.commits SET updated_at = now() WHERE commit_id = %(commit_id)s
+
+-- name: ledger_stuck
+SELECT commit_id, phase, attempts
+FROM {{schema}}.commits
+WHERE phase NOT IN ('registered', 'failed')
+  AND updated_at < now() - make_interval(secs => %(older_than_s)s)
+ORDER BY updated_at
+LIMIT %(limit)s
+
+-- name: ledger_counts
+SELECT phase, count(*) FROM {{schema}}.commits GROUP BY phase
+
+-- name: ledger_recent
+SELECT commit_id, account_id, user_id, session_id, phase, status, error, created_at, updated_at
+FROM {{schema}}.commits
+ORDER BY created_at DESC
+LIMIT %(limit)s
+
+-- name: output_save
+INSERT INTO {{schema}}.commit_outputs (commit_id, phase_key, payload)
+VALUES (%(commit_id)s, %(phase_key)s, %(payload)s)
+ON CONFLICT (commit_id, phase_key) DO NOTHING
+
+-- name: output_get
+SELECT payload FROM {{schema}}.commit_outputs
+WHERE commit_id = %(commit_id)s AND phase_key = %(phase_key)s
+
+-- name: output_prefix
+SELECT phase_key, payload FROM {{schema}}.commit_outputs
+WHERE commit_id = %(commit_id)s AND phase_key LIKE %(prefix)s
+ORDER BY phase_key

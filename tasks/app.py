@@ -1,0 +1,58 @@
+"""The Celery application, configured from `Settings` (`celery -A tasks.app worker ...`)."""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from ctxpipe.core.config import Settings
+from tasks.queues import COMMIT, TASK_QUEUES, TASK_ROUTES
+
+# Longer than the longest task (an LLM-bound plan phase with retries); the broker re-delivers
+# an unacknowledged task only after this, so it must never cut a running task short.
+VISIBILITY_TIMEOUT_S = 4 * 3600
+
+
+def make_app(settings: Settings | None = None) -> Celery:
+    settings = settings or Settings()
+    app = Celery(
+        "ctxpipe",
+        broker=settings.redis_url,
+        backend=settings.redis_url,
+        include=["tasks.commit", "tasks.maintenance"],
+    )
+    transport = {"visibility_timeout": VISIBILITY_TIMEOUT_S}
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_accept_content=["json"],
+        # at-least-once: ack after the task ran; a lost worker's task goes back to the queue
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        broker_transport_options=transport,
+        result_backend_transport_options={**transport, "result_chord_ordered": True},
+        visibility_timeout=VISIBILITY_TIMEOUT_S,
+        result_expires=7 * 24 * 3600,  # far longer than any chord
+        result_backend_always_retry=True,
+        result_backend_max_retries=20,
+        result_extended=True,
+        broker_connection_retry_on_startup=True,
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        task_track_started=True,
+        task_queues=TASK_QUEUES,
+        task_default_queue=COMMIT,
+        task_routes=TASK_ROUTES,
+        worker_hijack_root_logger=False,
+        enable_utc=True,
+        timezone="UTC",
+    )
+    from beat_schedule import build_schedule
+
+    app.conf.beat_schedule = build_schedule(settings)
+    app.conf.ctxpipe_settings = settings
+    return app
+
+
+app = make_app()

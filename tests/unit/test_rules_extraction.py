@@ -1,0 +1,269 @@
+"""The rules provider's extractors on hand-written conversations (tests/fixtures/conversations).
+
+Every assertion names a fact a person would expect AND the message it must be attributed to.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxpipe.core.llm_schemas import ExtractedMemory, ExtractionOutput
+from ctxpipe.core.session import SessionInput, message_vars
+from ctxpipe.providers.rules import RulesLLM
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "conversations"
+LLM = RulesLLM()
+
+
+def load(name: str) -> SessionInput:
+    return SessionInput.model_validate(json.loads((FIXTURES / f"{name}.json").read_text()))
+
+
+def variables(session: SessionInput) -> dict[str, Any]:
+    own = [m for m in session.messages if not m.injected]
+    latest = max(m.created_at for m in own if m.created_at)
+    return {
+        "messages": message_vars(own),
+        "summary": "",
+        "key_topics": [],
+        "tools": [t.model_dump() for t in session.used_tools],
+        "user_id": session.user_id,
+        "agent_id": session.agent_id,
+        "session_time": latest.isoformat(),
+    }
+
+
+def extract(name: str, prompt: str) -> list[ExtractedMemory]:
+    out = LLM.complete_json_sync(prompt, variables(load(name)), ExtractionOutput)
+    return out.memories
+
+
+def one(mems: list[ExtractedMemory], category: str, key: str | None = None) -> ExtractedMemory:
+    hits = [m for m in mems if m.category == category and (key is None or m.routing_key == key)]
+    assert len(hits) == 1, f"expected one {category}/{key}, got {[m.routing_key for m in hits]}"
+    return hits[0]
+
+
+def lines(text: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+
+
+# --------------------------------------------------------------------------- profile
+def test_profile_backend_developer() -> None:
+    p = one(extract("backend_pool_exhaustion", "extraction.profile"), "profile", "profile")
+    assert "- is named Priya Raman [m1]" in lines(p.overview)
+    assert "- works as a backend developer at Northwind Traders [m1]" in lines(p.overview)
+    assert "- has been writing Go and Python for about six years [m1]" in lines(p.overview)
+    assert p.source_refs == ["m1"]
+    assert p.abstract.startswith("Priya Raman:")
+    assert "backend developer at Northwind Traders" in p.abstract
+    # the evidence quote in L2 is the user's own sentence
+    assert '"Morning!' not in p.content
+    assert "I work at Northwind Traders as a backend developer" in p.content
+    assert 0.5 <= p.confidence <= 0.95
+
+
+def test_profile_facts_attributed_to_their_messages() -> None:
+    p = one(extract("wedding_trip_planning", "extraction.profile"), "profile")
+    ov = lines(p.overview)
+    assert "- works as a nurse in Dublin [t1]" in ov
+    assert "- has a sister named Hannah [t3]" in ov
+    assert "- is vegetarian [t5]" in ov
+    assert "- plays the cello in a community orchestra [t7]" in ov
+    assert p.source_refs == ["t1", "t3", "t5", "t7"]
+    # nothing from the assistant's messages
+    assert "guesthouse" not in p.overview
+
+
+def test_profile_phd_student() -> None:
+    p = one(extract("gnn_oom_research", "extraction.profile"), "profile")
+    ov = lines(p.overview)
+    assert "- works as a PhD student at ETH Zurich [r1]" in ov
+    assert "- works on graph neural networks [r1]" in ov
+    assert p.abstract.startswith("User:")  # no name was given
+
+
+# --------------------------------------------------------------------------- preferences
+def test_preferences_by_topic() -> None:
+    mems = extract("backend_pool_exhaustion", "extraction.preferences")
+    style = one(mems, "preferences", "code-style")
+    assert "- always use type hints [m9]" in lines(style.overview)
+    assert "- can't stand camelCase in Python [m9]" in lines(style.overview)
+    editor = one(mems, "preferences", "editor")
+    assert "- would rather use Neovim than VS Code [m9]" in lines(editor.overview)
+    comm = one(mems, "preferences", "communication")
+    assert "- prefers short answers [m9]" in lines(comm.overview)
+    assert all(m.source_refs == ["m9"] for m in mems)
+    # "How do I check…" and "A few things about how I like to work" are not preferences
+    assert not any("likes to work" in m.overview for m in mems)
+
+
+def test_preferences_travel_and_food() -> None:
+    mems = extract("wedding_trip_planning", "extraction.preferences")
+    travel = one(mems, "preferences", "travel")
+    assert "- prefers small family-run guesthouses over big hotel chains [t5]" in lines(
+        travel.overview
+    )
+    assert "- always pick an aisle seat on flights [t5]" in lines(travel.overview)
+    food = one(mems, "preferences", "food")
+    assert "- loves spicy food [t5]" in lines(food.overview)
+    assert food.abstract == "Food preferences: loves spicy food"
+
+
+def test_no_preferences_without_statements() -> None:
+    assert extract("gnn_oom_research", "extraction.preferences") == []
+
+
+# --------------------------------------------------------------------------- entities / events
+def test_entities_people_projects_orgs() -> None:
+    mems = extract("backend_pool_exhaustion", "extraction.entity_event")
+    tomas = one(mems, "entities", "tomas-silva")
+    assert tomas.abstract.startswith("Tomás Silva (person, the user's colleague)")
+    assert tomas.source_refs == ["m10"]
+    falcon = one(mems, "entities", "falcon")
+    assert "(project)" in falcon.abstract and falcon.source_refs == ["m3"]
+    org = one(mems, "entities", "northwind-traders")
+    assert "(organisation)" in org.abstract and org.source_refs == ["m1"]
+    pgb = one(mems, "entities", "pgbouncer")
+    assert "m5" in pgb.source_refs  # the user mentioned it too
+    # the user is not an entity of their own memory
+    assert not [m for m in mems if m.routing_key.startswith("priya")]
+
+
+def test_entities_places_and_family() -> None:
+    mems = extract("wedding_trip_planning", "extraction.entity_event")
+    hannah = one(mems, "entities", "hannah")
+    assert hannah.abstract.startswith("Hannah (person, the user's sister)")
+    assert hannah.source_refs[0] == "t3"
+    porto = one(mems, "entities", "porto")
+    assert "(place)" in porto.abstract
+    dublin = one(mems, "entities", "dublin")
+    assert dublin.source_refs == ["t1", "t3"]
+    casa = one(mems, "entities", "casa-da-ribeira")
+    assert set(casa.source_refs) == {"t6", "t7"}
+
+
+def test_events_resolve_relative_dates() -> None:
+    mems = extract("backend_pool_exhaustion", "extraction.entity_event")
+    events = {m.event_time: m for m in mems if m.category == "events"}
+    # session on Tuesday 2026-05-12: "yesterday" → 05-11, "on Friday" (past) → 05-08
+    deploy = events["2026-05-11"]
+    assert deploy.source_refs == ["m3"]
+    assert "Falcon" in deploy.abstract and "2026-05-11" in deploy.abstract
+    assert "yesterday" not in deploy.abstract
+    review = events["2026-05-08"]
+    assert review.source_refs == ["m10"]
+    assert "Tomás Silva reviewed the PR" in review.abstract
+    assert review.routing_key.endswith("-2026-05-08")
+
+
+def test_events_past_and_planned() -> None:
+    mems = extract("wedding_trip_planning", "extraction.entity_event")
+    events = {m.event_time: m for m in mems if m.category == "events"}
+    wedding = events["2026-06-06"]
+    assert "- status: planned" in lines(wedding.overview)
+    assert wedding.source_refs == ["t3"]
+    flights = events["2026-04-18"]  # "Last Saturday", said on Monday 2026-04-20
+    assert "- status: happened" in lines(flights.overview)
+    assert "booked the flights" in flights.abstract
+    assert "from 'Last Saturday', relative to 2026-04-20" in flights.overview
+
+
+def test_events_absolute_and_week() -> None:
+    mems = extract("gnn_oom_research", "extraction.entity_event")
+    events = {m.event_time: m for m in mems if m.category == "events"}
+    assert events["2026-03-02"].source_refs == ["r7"]
+    assert "submitted" in events["2026-03-02"].abstract
+    assert "the week of 2026-03-09" in events["2026-03-09"].abstract
+    assert events["2026-03-09"].source_refs == ["r8"]
+
+
+# --------------------------------------------------------------------------- procedure
+def test_case_confirmed_solution() -> None:
+    mems = extract("backend_pool_exhaustion", "extraction.procedure")
+    cases = [m for m in mems if m.category == "cases"]
+    pool = next(m for m in cases if "operationalerror" in m.routing_key)
+    assert pool.source_refs == ["m3", "m4", "m5"]
+    assert "→" in pool.abstract and "PgBouncer" in pool.abstract.split("→")[1]
+    ov = lines(pool.overview)
+    assert any(ln.startswith("- solution:") and ln.endswith("[m4]") for ln in ov)
+    assert any(ln.startswith("- outcome: confirmed") and ln.endswith("[m5]") for ln in ov)
+    assert pool.confidence >= 0.85
+    howto = next(m for m in cases if m is not pool)
+    assert howto.source_refs == ["m7", "m8"]
+    assert howto.abstract.startswith("How to check")
+    assert howto.confidence < pool.confidence  # never confirmed
+
+
+def test_case_picks_the_attempt_that_worked() -> None:
+    mems = extract("gnn_oom_research", "extraction.procedure")
+    case = one(mems, "cases")
+    assert case.source_refs == ["r3", "r4", "r5", "r6", "r7"]
+    ov = lines(case.overview)
+    solution = next(ln for ln in ov if ln.startswith("- solution:"))
+    assert solution.endswith("[r6]") and "mixed precision" in solution
+    rejected = next(ln for ln in ov if ln.startswith("- rejected attempt:"))
+    assert "[r4]" in rejected and "[r5]" in rejected
+    assert "mixed precision" in case.abstract
+
+
+def test_no_case_without_a_problem() -> None:
+    mems = extract("wedding_trip_planning", "extraction.procedure")
+    assert [m for m in mems if m.category == "cases"] == []
+
+
+def test_patterns_routine_and_step_list() -> None:
+    routine = one(extract("gnn_oom_research", "extraction.procedure"), "patterns")
+    assert routine.source_refs == ["r1"]
+    steps = [ln for ln in lines(routine.overview) if ln.startswith("- step")]
+    assert len(steps) == 3
+    assert "sync" in steps[0] and "smoke test" in steps[1] and "full sweep" in steps[2]
+    assert "- kind: user routine" in lines(routine.overview)
+    rollout = one(extract("backend_pool_exhaustion", "extraction.procedure"), "patterns")
+    assert rollout.source_refs == ["m6"] and rollout.confidence < routine.confidence
+
+
+def test_skills_from_tool_log() -> None:
+    mems = extract("backend_pool_exhaustion", "extraction.procedure")
+    sql = one(mems, "skills", "run_sql")
+    assert sql.tool_name == "run_sql" and sql.skill_name == ""
+    assert "pg_stat_activity" in sql.best_for
+    assert sql.common_failures == "timeout after 30s: server did not respond (1x)"
+    assert "- usage: 2 calls, 1 succeeded" in sql.overview
+    gnn = extract("gnn_oom_research", "extraction.procedure")
+    py = one(gnn, "skills", "python_exec")
+    assert "CUDA out of memory" in py.common_failures and "(2x)" in py.common_failures
+    arxiv = one(gnn, "skills", "arxiv_search")
+    assert arxiv.skill_name == "arxiv_search" and "sampling" in arxiv.best_for
+    booking = one(extract("wedding_trip_planning", "extraction.procedure"), "skills",
+                  "hotel_booking")
+    assert booking.common_failures == "HTTP 429: rate limited (1x)"
+
+
+# --------------------------------------------------------------------------- invariants
+@pytest.mark.parametrize(
+    "name", ["backend_pool_exhaustion", "wedding_trip_planning", "gnn_oom_research"]
+)
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "extraction.profile",
+        "extraction.preferences",
+        "extraction.entity_event",
+        "extraction.procedure",
+    ],
+)
+def test_refs_are_real_message_ids_and_confidence_in_range(name: str, prompt: str) -> None:
+    session = load(name)
+    ids = {m.id for m in session.messages}
+    for m in extract(name, prompt):
+        assert m.source_refs, m
+        assert set(m.source_refs) <= ids, (m.routing_key, m.source_refs)
+        assert 0.5 <= m.confidence <= 0.95
+        assert m.abstract.strip() and "\n" not in m.abstract
+        for ref in m.source_refs:  # every ref is cited in the text it supports
+            assert f"{ref}" in m.overview + m.content or m.category == "skills"

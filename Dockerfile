@@ -1,5 +1,6 @@
-# ctxpipe worker/CLI image. The default torch wheel comes from PyPI; for a CPU-only image
-# point pip at the PyTorch CPU index (--extra-index-url) where it is reachable.
+# ctxpipe worker/CLI image: every role of docker-compose.yml runs from it (ops/run-*.sh).
+# The default torch wheel comes from PyPI; for a CPU-only image point pip at the PyTorch CPU
+# index (--extra-index-url) where it is reachable. For GPU workers use a CUDA-enabled torch.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -9,9 +10,16 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1
 
+# Workers run unprivileged; /data/fs (ContextFS volume) and /data/var (beat state) belong to
+# them, and named volumes mounted there inherit that ownership.
+RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin ctxpipe \
+    && mkdir -p /data/fs /data/var \
+    && chown -R ctxpipe:ctxpipe /data
+
 WORKDIR /app
 COPY . .
-# Editable install: sql/ and prompts/ are found next to the package sources in /app.
-RUN pip install -e .
+# Editable install: sql/, prompts/ and the ops/ launchers stay next to the sources in /app.
+RUN pip install -e . && chmod 0755 ops/*.sh
 
+USER ctxpipe
 CMD ["ctxpipe", "--help"]

@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # Reinstall only when pyproject.toml changed (or the venv is new).
 STAMP := $(VENV)/.ctxpipe-installed
 
-.PHONY: test lint install clean
+.PHONY: test lint install clean demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,16 @@ test: export HF_HUB_OFFLINE := 1
 test: export TRANSFORMERS_OFFLINE := 1
 test: $(STAMP)
 	$(BIN)/pytest -q
+
+# The main job on the embedded default: start the local stack (PostgreSQL + pgvector, Redis,
+# Celery workers, beat, Flower), commit every examples/*.json through Celery, show the memory
+# tree and the outbox. The stack keeps running: `$(BIN)/ctxpipe dev down` stops it.
+demo: export HF_HUB_OFFLINE := 1
+demo: export TRANSFORMERS_OFFLINE := 1
+demo: $(STAMP)
+	$(BIN)/ctxpipe dev up
+	$(BIN)/ctxpipe db migrate
+	$(BIN)/ctxpipe demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

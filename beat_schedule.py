@@ -14,4 +14,19 @@ def build_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             "schedule": settings.sweep_interval_s,
             "options": {"queue": "maintenance", "expires": settings.sweep_interval_s},
         },
+        "drain-outbox": {
+            "task": "ctxpipe.index.drain",
+            "schedule": settings.outbox_drain_interval_s,
+            "options": {"queue": "embed", "expires": settings.outbox_drain_interval_s},
+        },
+        "reclaim-outbox-leases": {
+            "task": "ctxpipe.index.reclaim_leases",
+            "schedule": settings.sweep_interval_s,
+            "options": {"queue": "embed", "expires": settings.sweep_interval_s},
+        },
+        "repair-index-replica": {
+            "task": "ctxpipe.maintenance.repair",
+            "schedule": settings.repair_interval_s,
+            "options": {"queue": "maintenance", "expires": settings.repair_interval_s},
+        },
     }

@@ -85,7 +85,11 @@ def write(self: CommitTask, commit_id: str) -> dict[str, Any]:
 @_task(REGISTER)
 def register(self: CommitTask, commit_id: str) -> dict[str, Any]:
     self.guard(commit_id)
-    return steps.register_step(self.components(), self.ledger(), commit_id)
+    result = steps.register_step(self.components(), self.ledger(), commit_id)
+    from tasks.index import kick_drain  # index the commit's nodes now, not at the next beat
+
+    kick_drain(self.settings)
+    return result
 
 
 def workflow(commit_id: str, start: str = "archive") -> Signature:

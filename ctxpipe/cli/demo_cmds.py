@@ -20,6 +20,7 @@ from ctxpipe.cli.app import app, console, fail, handle_errors, settings
 from ctxpipe.cli.commit_cmds import load_session
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.config import Settings
+from ctxpipe.core.session import SessionInput
 from ctxpipe.devstack.env import project_root
 from ctxpipe.service import CommitView
 
@@ -63,6 +64,34 @@ def outbox_counts(cfg: Settings) -> list[tuple[str, str, int]]:
         return [(str(s), str(t), int(n)) for s, t, n in conn.execute(query).fetchall()]
 
 
+IN_FLIGHT = {"pending", "claimed", "failed"}  # failed = will be retried
+
+
+def wait_for_index(cfg: Settings, timeout: float, stall_s: float = 15.0) -> None:
+    """Show the embed workers draining the outbox (beat triggers the drain) until nothing is
+    in flight, `timeout` passes, or nothing moved for `stall_s` (no embed tasks deployed)."""
+    counts = outbox_counts(cfg)
+    total = sum(n for *_, n in counts)
+    if not total:
+        return
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn())
+    deadline = time.monotonic() + timeout
+    last, last_change = -1, time.monotonic()
+    with Progress(*columns, TimeElapsedColumn(), console=console) as progress:
+        bar = progress.add_task("indexing (outbox → pgvector)", total=total)
+        while True:
+            counts = outbox_counts(cfg)
+            total = sum(n for *_, n in counts)
+            busy = sum(n for st, _, n in counts if st in IN_FLIGHT)
+            progress.update(bar, total=total, completed=total - busy)
+            now = time.monotonic()
+            if busy != last:
+                last, last_change = busy, now
+            if not busy or now >= deadline or now - last_change >= stall_s:
+                return
+            time.sleep(0.5)
+
+
 def release_result_handles() -> None:
     """Unsubscribe the result handles Celery keeps for the enqueued chords while the
     interpreter is intact; left to exit, their `__del__` prints a traceback."""
@@ -76,10 +105,26 @@ def release_result_handles() -> None:
     gc.collect()
 
 
-def wait_all(
-    service: ContextEngineService, ids: dict[str, Path], timeout: float
-) -> dict[str, CommitView]:
+def run_commits(
+    service: ContextEngineService, sessions: dict[Path, SessionInput], timeout: float
+) -> tuple[dict[str, Path], dict[str, CommitView]]:
+    """Submit through the dispatcher and wait with a progress bar. Different users' sessions
+    run in parallel; one user's sessions run one after the other, in file-name order, so
+    their memories evolve in the order the conversations happened."""
+    queues: dict[tuple[str, str], list[Path]] = {}
+    for path in sessions:
+        queues.setdefault((sessions[path].account_id, sessions[path].user_id), []).append(path)
+    ids: dict[str, Path] = {}
+    running: dict[str, tuple[str, str]] = {}
     views: dict[str, CommitView] = {}
+
+    def submit_next(owner: tuple[str, str]) -> None:
+        if queues[owner]:
+            path = queues[owner].pop(0)
+            req = CommitRequest.from_session(sessions[path], commit_id=demo_commit_id(path))
+            cid = service.dispatcher.submit(req)
+            ids[cid], running[cid] = path, owner
+
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -88,48 +133,45 @@ def wait_all(
     )
     deadline = time.monotonic() + timeout
     with Progress(*columns, console=console) as progress:
-        bar = progress.add_task("commits through Celery", total=len(ids))
-        while len(views) < len(ids):
-            for cid in ids:
-                if cid in views:
-                    continue
+        bar = progress.add_task("commits through Celery", total=len(sessions))
+        for owner in queues:
+            submit_next(owner)
+        while running:
+            for cid, owner in list(running.items()):
                 view = service.get_commit(cid)
                 if view.finished:
                     views[cid] = view
+                    del running[cid]
                     progress.advance(bar)
-            if len(views) < len(ids):
+                    submit_next(owner)
+            if running:
                 if time.monotonic() >= deadline:
-                    left = ", ".join(ids[c].name for c in ids if c not in views)
+                    left = ", ".join(ids[c].name for c in running)
                     raise TimeoutError(
                         f"commits not finished after {timeout:.0f}s: {left} "
                         "(see `ctxpipe dev logs worker-commit`)"
                     )
                 time.sleep(0.2)
-    return views
+    return ids, views
 
 
 def results_table(ids: dict[str, Path], views: dict[str, CommitView]) -> Table:
-    table = Table(title="commits", title_justify="left")
-    for col in ("session file", "commit id", "status", "created", "merged", "skipped", "ms"):
-        table.add_column(col, justify="right" if col in {"created", "merged", "ms"} else "left")
-    for cid, path in ids.items():
+    table = Table(title="commits (details: ctxpipe commits show ID)", title_justify="left")
+    table.add_column("session file / commit id", no_wrap=True)
+    table.add_column("status")
+    for col in ("created", "merged", "skipped", "ms"):
+        table.add_column(col, justify="right")
+    for cid, path in sorted(ids.items(), key=lambda item: str(item[1])):
         view = views[cid]
-        r = view.result
         status = view.status or view.phase
         colour = {"success": "green", "partial": "yellow"}.get(status, "red")
-        if r is None:
-            table.add_row(path.name, cid, f"[{colour}]{status}[/]", "-", "-", view.error or "", "")
+        cells = [f"{path.name}\n[dim]{cid}[/]", f"[{colour}]{status}[/]"]
+        if view.result is None:
+            table.add_row(*cells, "-", "-", "-", "-")
             continue
-        s = r.stats
-        table.add_row(
-            path.name,
-            cid,
-            f"[{colour}]{status}[/]",
-            str(s.nodes_created),
-            str(s.nodes_merged),
-            str(s.candidates_skipped),
-            str(s.duration_ms),
-        )
+        s = view.result.stats
+        numbers = (s.nodes_created, s.nodes_merged, s.candidates_skipped, s.duration_ms)
+        table.add_row(*cells, *(str(n) for n in numbers))
     return table
 
 
@@ -141,6 +183,9 @@ def demo_cmd(
     ] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=1)] = 300.0,
     depth: Annotated[int, typer.Option("--depth", "-d", min=1)] = 3,
+    index_wait: Annotated[
+        float, typer.Option("--index-wait", min=0, help="max seconds to watch the indexing")
+    ] = 60.0,
 ) -> None:
     """Commit sample sessions through the running dev stack, then show the memory tree."""
     from ctxpipe.cli.fs_cmds import tree_cmd
@@ -155,22 +200,28 @@ def demo_cmd(
     runtime = Runtime(cfg)
     service = ContextEngineService(runtime, CeleryDispatcher(cfg, db=runtime.db))
     try:
-        ids: dict[str, Path] = {}
-        for path, session in sessions.items():
-            req = CommitRequest.from_session(session, commit_id=demo_commit_id(path))
-            ids[service.dispatcher.submit(req)] = path
-        console.print(f"submitted {len(ids)} session(s) to the commit queue", highlight=False)
-        views = wait_all(service, ids, timeout)
+        console.print(f"committing {len(sessions)} session(s) through Celery", highlight=False)
+        ids, views = run_commits(service, sessions, timeout)
     finally:
         release_result_handles()
         service.close()
     console.print(results_table(ids, views))
 
+    for cid, path in ids.items():
+        if views[cid].result is None:
+            err = views[cid].error or "no result"
+            console.print(f"[red]{path.name}[/]: failed in {views[cid].error_phase}: {err}")
+
     owners = sorted({(s.account_id, s.user_id) for s in sessions.values()})
     for account, user in owners:
         console.rule(f"memory of {user} ({account})")
-        tree_cmd(f"ctx://{account}/users/{user}/", depth=depth, as_json=False)
+        try:
+            tree_cmd(f"ctx://{account}/users/{user}/", depth=depth, as_json=False)
+        except typer.Exit:
+            pass  # nothing stored for this user (the error line was printed)
 
+    if index_wait > 0:
+        wait_for_index(cfg, index_wait)
     counts = outbox_counts(cfg)
     table = Table(title="outbox events (index replica feed)", title_justify="left")
     for col in ("status", "event type", "count"):

@@ -41,6 +41,44 @@ class CandidateDeduplicator:
         self._embedder = embedder
         self._index = vector_index
         self._down: str | None = None  # set after the first index failure of this plan
+        self._vectors: dict[str, list[float]] = {}
+        self._has_rows: dict[tuple[str, str, str], bool] = {}
+
+    @staticmethod
+    def _filters(c: CandidateMemory, uri: str) -> dict[str, str]:
+        owner = CtxURI.parse(uri)
+        return {
+            "account_id": owner.account,
+            "owner_space": f"{owner.scope}/{owner.segments[0]}",
+            "category": c.category.value,
+        }
+
+    async def _owner_has_rows(self, f: dict[str, str]) -> bool:
+        key = (f["account_id"], f["owner_space"], f["category"])
+        if key not in self._has_rows:
+            probe = getattr(self._index, "has_rows", None)
+            self._has_rows[key] = True if probe is None else await probe(*key)
+        return self._has_rows[key]
+
+    async def prime(self, items: list[tuple[CandidateMemory, str]]) -> None:
+        """Embed, in one batch, every candidate that will need the vector prefilter (only
+        those whose owner already has indexed memories of that category)."""
+        if self._embedder is None or self._index is None or self._down is not None:
+            return
+        texts: list[str] = []
+        try:
+            for c, uri in items:
+                if c.abstract not in self._vectors and await self._owner_has_rows(
+                    self._filters(c, uri)
+                ):
+                    texts.append(c.abstract)
+            if texts:
+                vectors = await self._embedder.embed_texts(list(dict.fromkeys(texts)))
+                self._vectors.update(
+                    zip(dict.fromkeys(texts), (v.dense_vector for v in vectors), strict=True)
+                )
+        except Exception as exc:  # noqa: BLE001 - check() reports the degradation
+            self._down = " ".join(str(exc).split())[:200] or type(exc).__name__
 
     def read(self, uri: str) -> ContextNode | None:
         try:
@@ -96,14 +134,16 @@ class CandidateDeduplicator:
                 decision=DedupDecision.CREATE,
                 reason=f"index unreachable, degraded to create ({self._down})",
             )
-        owner = CtxURI.parse(uri)
-        filters = {
-            "account_id": owner.account,
-            "owner_space": f"{owner.scope}/{owner.segments[0]}",
-            "category": c.category.value,
-        }
+        filters = self._filters(c, uri)
         try:
-            vector = (await self._embedder.embed_texts([c.abstract]))[0].dense_vector
+            if not await self._owner_has_rows(filters):
+                return DedupResult(
+                    decision=DedupDecision.CREATE,
+                    reason=f"no indexed {c.category.value} memory for this owner yet",
+                )
+            vector = self._vectors.get(c.abstract)
+            if vector is None:
+                vector = (await self._embedder.embed_texts([c.abstract]))[0].dense_vector
             hits = await asyncio.wait_for(
                 self._index.search(vector, filters, top_k=self._config.dedup_top_k, level=0),
                 timeout=10,

@@ -82,6 +82,8 @@ class PolicyRouter:
         commit is folded into that plan (merged), never written as a competing version."""
         items: list[PlanItem] = []
         by_target: dict[str, PlanItem] = {}
+        if pc.dedup is not None:
+            await pc.dedup.prime([(c, resolve_target_uri(c, pc)) for c in candidates])
         for c in candidates:
             item = await self.build_plan(c, pc)
             plan = item.plan

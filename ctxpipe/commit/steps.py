@@ -10,6 +10,7 @@ The Celery tasks in `tasks/` are thin wrappers around these functions.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from typing import Any, Protocol
 
 from ctxpipe.commit.components import CommitComponents
@@ -45,6 +46,9 @@ class LedgerPort(Protocol):
     def advance(self, commit_id: str, phase: CommitPhase, **kw: Any) -> None: ...
     def fail(self, commit_id: str, phase: str, error: str) -> None: ...
     def touch(self, commit_id: str) -> None: ...
+    def complete(
+        self, commit_id: str, key: str, payload: dict[str, Any], phase: CommitPhase, **kw: Any
+    ) -> tuple[dict[str, Any], int]: ...
     def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]: ...
     def load_output(self, commit_id: str, key: str) -> dict[str, Any] | None: ...
     def load_outputs(self, commit_id: str, prefix: str) -> dict[str, dict[str, Any]]: ...
@@ -74,11 +78,44 @@ def submit(ledger: LedgerPort, req: CommitRequest) -> bool:
     )
 
 
+# Requests and phase outputs are write-once, so a worker process may keep them in memory:
+# the next phase of the same commit often runs in the same process.
+_CACHE: OrderedDict[tuple[str, str], Any] = OrderedDict()
+_CACHE_SIZE = 512
+
+
+def _cached(key: tuple[str, str], load: Any) -> Any:
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    value = load()
+    if value is not None:
+        _CACHE[key] = value
+        if len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return value
+
+
+def _remember(key: tuple[str, str], value: Any) -> Any:
+    _CACHE[key] = value
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return value
+
+
 def load_request(ledger: LedgerPort, commit_id: str) -> CommitRequest:
-    row = ledger.get(commit_id)
-    if row is None:
+    def load() -> CommitRequest | None:
+        row = ledger.get(commit_id)
+        return CommitRequest.model_validate(row.request) if row is not None else None
+
+    req = _cached((commit_id, "request"), load)
+    if req is None:
         raise CommitError(f"unknown commit {commit_id}", phase="enqueued")
-    return CommitRequest.model_validate(row.request)
+    return req
+
+
+def _output(ledger: LedgerPort, commit_id: str, key: str) -> dict[str, Any] | None:
+    return _cached((commit_id, key), lambda: ledger.load_output(commit_id, key))
 
 
 def _run(ledger: LedgerPort, commit_id: str, phase: str, fn: Any) -> Any:
@@ -97,53 +134,62 @@ def _run(ledger: LedgerPort, commit_id: str, phase: str, fn: Any) -> Any:
 
 
 def _archive(ledger: LedgerPort, commit_id: str) -> ArchiveOutcome:
-    out = ledger.load_output(commit_id, ARCHIVE)
+    out = _output(ledger, commit_id, ARCHIVE)
     if out is None:
         raise CommitError("archive output missing", phase="extract")
     return ArchiveOutcome.model_validate(out)
 
 
 def archive_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    done = ledger.load_output(commit_id, ARCHIVE)
+    done = _output(ledger, commit_id, ARCHIVE)
     if done is not None:
         return done
-    ledger.touch(commit_id)
     req = load_request(ledger, commit_id)
     outcome = _run(ledger, commit_id, "archive", lambda: run_sync(archive_phase(c, req)))
-    stored = ledger.save_output(commit_id, ARCHIVE, outcome.model_dump(mode="json"))
-    ledger.advance(commit_id, CommitPhase.ARCHIVED, timings={"archive_ms": outcome.duration_ms})
-    return stored
+    stored, _ = ledger.complete(
+        commit_id,
+        ARCHIVE,
+        outcome.model_dump(mode="json"),
+        CommitPhase.ARCHIVED,
+        timings={"archive_ms": outcome.duration_ms},
+    )
+    return _remember((commit_id, ARCHIVE), stored)
 
 
 def extract_step(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, name: str
 ) -> dict[str, Any]:
     key = EXTRACT_PREFIX + name
-    done = ledger.load_output(commit_id, key)
-    if done is None:
-        req = load_request(ledger, commit_id)
-        archive = _archive(ledger, commit_id).archive
-        result = _run(
-            ledger, commit_id, "extract", lambda: run_sync(extract_phase(c, name, req, archive))
-        )
-        done = ledger.save_output(commit_id, key, result.model_dump(mode="json"))
-        rep = result.report
-        ledger.advance(
-            commit_id,
-            CommitPhase.ARCHIVED,
-            extractors={
-                name: {
-                    "status": rep.status.value,
-                    "candidates": rep.candidates,
-                    "reason": rep.reason,
-                    "duration_ms": rep.duration_ms,
-                }
-            },
-            timings={f"extract_{name}_ms": rep.duration_ms},
-        )
-    if len(ledger.load_outputs(commit_id, EXTRACT_PREFIX)) == len(EXTRACTOR_NAMES):
+    done = _output(ledger, commit_id, key)
+    if done is not None:
+        if len(ledger.load_outputs(commit_id, EXTRACT_PREFIX)) == len(EXTRACTOR_NAMES):
+            ledger.advance(commit_id, CommitPhase.EXTRACTED)
+        return done
+    req = load_request(ledger, commit_id)
+    archive = _archive(ledger, commit_id).archive
+    result = _run(
+        ledger, commit_id, "extract", lambda: run_sync(extract_phase(c, name, req, archive))
+    )
+    rep = result.report
+    stored, count = ledger.complete(
+        commit_id,
+        key,
+        result.model_dump(mode="json"),
+        CommitPhase.ARCHIVED,
+        extractors={
+            name: {
+                "status": rep.status.value,
+                "candidates": rep.candidates,
+                "reason": rep.reason,
+                "duration_ms": rep.duration_ms,
+            }
+        },
+        timings={f"extract_{name}_ms": rep.duration_ms},
+        count_prefix=EXTRACT_PREFIX,
+    )
+    if count == len(EXTRACTOR_NAMES):
         ledger.advance(commit_id, CommitPhase.EXTRACTED)
-    return done
+    return _remember((commit_id, key), stored)
 
 
 def extraction_results(ledger: LedgerPort, commit_id: str) -> list[ExtractionResult]:
@@ -155,49 +201,57 @@ def extraction_results(ledger: LedgerPort, commit_id: str) -> list[ExtractionRes
 
 
 def plan_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    done = ledger.load_output(commit_id, PLAN)
+    done = _output(ledger, commit_id, PLAN)
     if done is not None:
         return done
-    ledger.touch(commit_id)
     req = load_request(ledger, commit_id)
     archive = _archive(ledger, commit_id).archive
     results = extraction_results(ledger, commit_id)
     outcome = _run(
         ledger, commit_id, "plan", lambda: run_sync(plan_phase(c, req, archive, results))
     )
-    stored = ledger.save_output(commit_id, PLAN, outcome.model_dump(mode="json"))
-    ledger.advance(commit_id, CommitPhase.PLANNED, timings={"plan_ms": outcome.duration_ms})
-    return stored
+    stored, _ = ledger.complete(
+        commit_id,
+        PLAN,
+        outcome.model_dump(mode="json"),
+        CommitPhase.PLANNED,
+        timings={"plan_ms": outcome.duration_ms},
+    )
+    return _remember((commit_id, PLAN), stored)
 
 
 def write_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    done = ledger.load_output(commit_id, WRITE)
+    done = _output(ledger, commit_id, WRITE)
     if done is not None:
         return done
-    ledger.touch(commit_id)
     req = load_request(ledger, commit_id)
     archive = _archive(ledger, commit_id).archive
-    plan = PlanOutcome.model_validate(ledger.load_output(commit_id, PLAN))
+    plan = PlanOutcome.model_validate(_output(ledger, commit_id, PLAN))
     if req.options.dry_run:
         outcome = WriteOutcome()
     else:
         outcome = _run(
             ledger, commit_id, "write", lambda: run_sync(write_phase(c, req, archive, plan))
         )
-    stored = ledger.save_output(commit_id, WRITE, outcome.model_dump(mode="json"))
-    ledger.advance(commit_id, CommitPhase.WRITTEN, timings={"write_ms": outcome.duration_ms})
-    return stored
+    stored, _ = ledger.complete(
+        commit_id,
+        WRITE,
+        outcome.model_dump(mode="json"),
+        CommitPhase.WRITTEN,
+        timings={"write_ms": outcome.duration_ms, "written_at": time.time()},
+    )
+    return _remember((commit_id, WRITE), stored)
 
 
 def register_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    done = ledger.load_output(commit_id, RESULT)
+    done = _output(ledger, commit_id, RESULT)
     if done is not None:
         return done
     started = time.perf_counter()
     req = load_request(ledger, commit_id)
     archived = _archive(ledger, commit_id)
-    plan = PlanOutcome.model_validate(ledger.load_output(commit_id, PLAN))
-    written = WriteOutcome.model_validate(ledger.load_output(commit_id, WRITE))
+    plan = PlanOutcome.model_validate(_output(ledger, commit_id, PLAN))
+    written = WriteOutcome.model_validate(_output(ledger, commit_id, WRITE))
     usage = LLMUsage()
     usage.add(archived.usage)
     for r in extraction_results(ledger, commit_id):
@@ -210,15 +264,16 @@ def register_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> di
     result = register_phase(
         c, req, archived.archive, plan, written, usage=usage, duration_ms=elapsed
     )
-    stored = ledger.save_output(commit_id, RESULT, result.model_dump(mode="json"))
-    ledger.advance(
+    stored, _ = ledger.complete(
         commit_id,
+        RESULT,
+        result.model_dump(mode="json"),
         CommitPhase.REGISTERED,
         status=result.status.value,
-        result=stored,
+        with_result=True,
         timings={"register_ms": int((time.perf_counter() - started) * 1000), "total_ms": elapsed},
     )
-    return stored
+    return _remember((commit_id, RESULT), stored)
 
 
 def resume_point(phase: str) -> str | None:

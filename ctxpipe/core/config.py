@@ -100,6 +100,7 @@ class Settings(BaseSettings):
     outbox_lease_s: float = Field(60.0, gt=0)
     outbox_max_retries: int = Field(5, ge=1)
     outbox_backoff_base_s: float = Field(2.0, gt=0)
+    outbox_backoff_max_s: float = Field(600.0, gt=0)
 
     # beat intervals (seconds)
     sweep_interval_s: float = Field(30.0, gt=0)

@@ -132,13 +132,14 @@ class DevStack:
             for server in (self.postgres, self.redis):
                 notify(server.name, "starting")
                 actions[server.name] = server.start()
-            if self.postgres.applied:
-                actions["postgres"] += f", {len(self.postgres.applied)} migration(s) applied"
             (self.dev_dir / "beat").mkdir(parents=True, exist_ok=True)
             started: dict[str, tuple[ProcSpec, int]] = {}
             for spec in self.specs:
-                if self._record(spec.name) is not None:
+                running = self._record(spec.name)
+                if running is not None:
                     actions[spec.name] = "already running"
+                    if running.argv != spec.argv:
+                        actions[spec.name] += " (other options: `dev down` + `up` applies them)"
                     continue
                 ProcRecord.remove(self.run_dir, spec.name)
                 log = self.logs_dir / f"{spec.name}.log"
@@ -160,6 +161,9 @@ class DevStack:
         status = self.status()
         for c in status.components:
             c.action = actions.get(c.name, "")
+            if c.name == "postgres":
+                n = len(self.postgres.applied)
+                c.detail += f", {n} migration(s) applied" if n else ", schema up to date"
         return status
 
     def _preflight(self) -> None:

@@ -20,6 +20,7 @@ from psycopg import sql
 from ctxpipe.core.errors import StorageError
 from ctxpipe.providers.base import VectorHit
 from ctxpipe.storage.db import Database
+from ctxpipe.storage.queries import Queries
 
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _FILTER_KEYS = frozenset(
@@ -90,6 +91,21 @@ class PgVectorIndex:
         if query is None:
             return []
         return await asyncio.to_thread(self._run, query, params, top_k)
+
+    async def has_rows(self, account_id: str, owner_space: str, category: str) -> bool:
+        """Whether the owner has any indexed L0 chunk of `category` (skips needless embeds)."""
+        return await asyncio.to_thread(self._has_rows, account_id, owner_space, category)
+
+    def _has_rows(self, account_id: str, owner_space: str, category: str) -> bool:
+        try:
+            with self._db.connection() as conn:
+                row = conn.execute(
+                    Queries(self.schema)["chunks_exist_for_owner"],
+                    {"account_id": account_id, "owner_space": owner_space, "category": category},
+                ).fetchone()
+        except psycopg.Error as exc:
+            raise StorageError(f"index lookup failed: {' '.join(str(exc).split())}") from exc
+        return bool(row and row[0])
 
     def search_sync(
         self,

@@ -101,6 +101,52 @@ class CommitLedger:
                 {"commit_id": commit_id, "error_phase": phase, "error": error[:2000]},
             )
 
+    def complete(
+        self,
+        commit_id: str,
+        key: str,
+        payload: dict[str, Any],
+        phase: CommitPhase,
+        *,
+        status: str | None = None,
+        extractors: dict[str, Any] | None = None,
+        timings: dict[str, Any] | None = None,
+        with_result: bool = False,
+        count_prefix: str | None = None,
+    ) -> tuple[dict[str, Any], int]:
+        """One transaction: store a phase output (first writer wins), advance the phase, and
+        optionally count the outputs under `count_prefix`. Returns (stored output, count)."""
+        with self._db.connection() as conn:
+            conn.execute(
+                self._q["output_save"],
+                {"commit_id": commit_id, "phase_key": key, "payload": Jsonb(payload)},
+            )
+            row = conn.execute(
+                self._q["output_get"], {"commit_id": commit_id, "phase_key": key}
+            ).fetchone()
+            assert row is not None
+            stored = dict(row[0])
+            conn.execute(
+                self._q["ledger_advance"],
+                {
+                    "commit_id": commit_id,
+                    "phase": phase.value,
+                    "status": status,
+                    "extractors": Jsonb(extractors or {}),
+                    "timings": Jsonb(timings or {}),
+                    "result": Jsonb(stored) if with_result else None,
+                    "order": PHASE_ORDER,
+                },
+            )
+            count = 0
+            if count_prefix is not None:
+                n = conn.execute(
+                    self._q["output_count_prefix"],
+                    {"commit_id": commit_id, "prefix": count_prefix + "%"},
+                ).fetchone()
+                count = int(n[0]) if n else 0
+        return stored, count
+
     def bump_attempt(self, commit_id: str, key: str) -> int:
         with self._db.connection() as conn:
             row = conn.execute(

@@ -72,3 +72,7 @@ WHERE commit_id = %(commit_id)s AND phase_key = %(phase_key)s
 SELECT phase_key, payload FROM {{schema}}.commit_outputs
 WHERE commit_id = %(commit_id)s AND phase_key LIKE %(prefix)s
 ORDER BY phase_key
+
+-- name: output_count_prefix
+SELECT count(*) FROM {{schema}}.commit_outputs
+WHERE commit_id = %(commit_id)s AND phase_key LIKE %(prefix)s

@@ -23,17 +23,19 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def settings_env(settings: Settings, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CTXPIPE_")}
-    env.update({
-        "CTXPIPE_FS_ROOT": str(settings.fs_root),
-        "CTXPIPE_DATABASE_URL": settings.database_url,
-        "CTXPIPE_REDIS_URL": settings.redis_url,
-        "CTXPIPE_VAR_DIR": str(settings.var_dir),
-        "CTXPIPE_LLM_SIMULATED_LATENCY_S": str(settings.llm_simulated_latency_s),
-        "CTXPIPE_STUCK_COMMIT_AFTER_S": str(settings.stuck_commit_after_s),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "CTXPIPE_FS_ROOT": str(settings.fs_root),
+            "CTXPIPE_DATABASE_URL": settings.database_url,
+            "CTXPIPE_REDIS_URL": settings.redis_url,
+            "CTXPIPE_VAR_DIR": str(settings.var_dir),
+            "CTXPIPE_LLM_SIMULATED_LATENCY_S": str(settings.llm_simulated_latency_s),
+            "CTXPIPE_STUCK_COMMIT_AFTER_S": str(settings.stuck_commit_after_s),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     env.update(extra)
     return env
 
@@ -62,16 +64,46 @@ class Worker:
                 pass
 
 
-def start_worker(settings: Settings, queues: str, concurrency: int, logdir: Path,
-                 pool: str = "prefork", **env: str) -> Worker:
+def start_worker(
+    settings: Settings,
+    queues: str,
+    concurrency: int,
+    logdir: Path,
+    pool: str = "prefork",
+    **env: str,
+) -> Worker:
     name = f"e2e-{uuid.uuid4().hex[:6]}@localhost"
     log = logdir / f"{name.split('@')[0]}.log"
-    cmd = [sys.executable, "-m", "celery", "-A", "tasks.app", "worker", "-Q", queues,
-           "-c", str(concurrency), "-P", pool, "-n", name, "--without-gossip",
-           "--without-mingle", "-l", "INFO", "-E"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "tasks.app",
+        "worker",
+        "-Q",
+        queues,
+        "-c",
+        str(concurrency),
+        "-P",
+        pool,
+        "-n",
+        name,
+        "--without-gossip",
+        "--without-mingle",
+        "-l",
+        "INFO",
+        "-E",
+    ]
     fh = open(log, "wb")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=settings_env(settings, **env), stdout=fh,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=settings_env(settings, **env),
+        stdout=fh,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     w = Worker(proc, log, name)
     deadline = time.monotonic() + 60
     while "ready." not in w.text():
@@ -83,8 +115,9 @@ def start_worker(settings: Settings, queues: str, concurrency: int, logdir: Path
 
 
 @contextmanager
-def workers(settings: Settings, logdir: Path, specs: list[tuple[str, int]],
-            **env: str) -> Iterator[list[Worker]]:
+def workers(
+    settings: Settings, logdir: Path, specs: list[tuple[str, int]], **env: str
+) -> Iterator[list[Worker]]:
     started: list[Worker] = []
     try:
         for queues, conc in specs:
@@ -95,21 +128,35 @@ def workers(settings: Settings, logdir: Path, specs: list[tuple[str, int]],
             w.stop()
 
 
-def ctxpipe(settings: Settings, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ctxpipe", *args], cwd=ROOT,
-                          env=settings_env(settings), capture_output=True, text=True,
-                          timeout=timeout, check=False)
+def ctxpipe(
+    settings: Settings, *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ctxpipe", *args],
+        cwd=ROOT,
+        env=settings_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def ledger_row(settings: Settings, commit_id: str) -> dict[str, Any] | None:
     with psycopg.connect(settings.database_url) as conn:
         row = conn.execute(
-            "SELECT phase, status, error, extractors, result FROM ctx.commits "
-            "WHERE commit_id = %s", (commit_id,)).fetchone()
+            "SELECT phase, status, error, extractors, result FROM ctx.commits WHERE commit_id = %s",
+            (commit_id,),
+        ).fetchone()
     if row is None:
         return None
-    return {"phase": row[0], "status": row[1], "error": row[2], "extractors": row[3],
-            "result": row[4]}
+    return {
+        "phase": row[0],
+        "status": row[1],
+        "error": row[2],
+        "extractors": row[3],
+        "result": row[4],
+    }
 
 
 def wait_commit(settings: Settings, commit_id: str, timeout: float = 90) -> dict[str, Any]:

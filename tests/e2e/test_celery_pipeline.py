@@ -25,16 +25,29 @@ from celery_stack import (
 )
 
 SESSION = {
-    "account_id": "acme", "user_id": "alice", "agent_id": "helper", "session_id": "s1",
+    "account_id": "acme",
+    "user_id": "alice",
+    "agent_id": "helper",
+    "session_id": "s1",
     "messages": [
-        {"id": "m1", "role": "user", "created_at": "2026-03-14T10:00:00Z",
-         "content": "I'm a backend developer at Initech and I live in Lisbon."},
+        {
+            "id": "m1",
+            "role": "user",
+            "created_at": "2026-03-14T10:00:00Z",
+            "content": "I'm a backend developer at Initech and I live in Lisbon.",
+        },
         {"id": "m2", "role": "assistant", "content": "Nice! What are you working on?"},
-        {"id": "m3", "role": "user",
-         "content": "I prefer Go for services and I always write table-driven tests."},
+        {
+            "id": "m3",
+            "role": "user",
+            "content": "I prefer Go for services and I always write table-driven tests.",
+        },
         {"id": "m4", "role": "assistant", "content": "Table-driven tests are a great habit."},
-        {"id": "m5", "role": "user",
-         "content": "Yesterday I shipped Project Falcon with my colleague Tom Baker."},
+        {
+            "id": "m5",
+            "role": "user",
+            "content": "Yesterday I shipped Project Falcon with my colleague Tom Baker.",
+        },
     ],
 }
 
@@ -44,8 +57,11 @@ def session(**over):  # type: ignore[no-untyped-def]
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and ".locks" not in p.parts and p.name != ".lock"}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".locks" not in p.parts and p.name != ".lock"
+    }
 
 
 @pytest.fixture
@@ -104,9 +120,26 @@ def test_sigkilled_worker_child_is_redelivered_without_duplicates(stack_settings
         victim = None
         while victim is None and time.monotonic() < deadline:
             out = subprocess.run(
-                [sys.executable, "-m", "celery", "-A", "tasks.app", "inspect", "active",
-                 "-d", w.name, "-j", "-t", "2"], cwd=ROOT, env=settings_env(s),
-                capture_output=True, text=True, check=False)
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "tasks.app",
+                    "inspect",
+                    "active",
+                    "-d",
+                    w.name,
+                    "-j",
+                    "-t",
+                    "2",
+                ],
+                cwd=ROOT,
+                env=settings_env(s),
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             try:
                 active = json.loads(out.stdout.strip().splitlines()[-1]).get(w.name, [])
             except (json.JSONDecodeError, IndexError):
@@ -134,19 +167,53 @@ def test_redelivering_any_phase_by_hand_changes_nothing(stack_settings, tmp_path
         before_fs = snapshot(stack_settings.fs_root)
         before_events = sorted(outbox_ids(stack_settings))
         before_row = ledger_row(stack_settings, "cel-again")
-        names = ["archive", "extract_profile", "extract_preferences", "extract_entity_event",
-                 "extract_procedure", "write", "register"]
+        names = [
+            "archive",
+            "extract_profile",
+            "extract_preferences",
+            "extract_entity_event",
+            "extract_procedure",
+            "write",
+            "register",
+        ]
         for name in names:
             out = subprocess.run(
-                [sys.executable, "-m", "celery", "-A", "tasks.app", "call",
-                 f"ctxpipe.commit.{name}", "--args", json.dumps(["cel-again"])],
-                cwd=ROOT, env=settings_env(stack_settings), capture_output=True, text=True,
-                check=False)
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "tasks.app",
+                    "call",
+                    f"ctxpipe.commit.{name}",
+                    "--args",
+                    json.dumps(["cel-again"]),
+                ],
+                cwd=ROOT,
+                env=settings_env(stack_settings),
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             assert out.returncode == 0, out.stderr
         out = subprocess.run(
-            [sys.executable, "-m", "celery", "-A", "tasks.app", "call", "ctxpipe.commit.plan",
-             "--args", json.dumps([[], "cel-again"])], cwd=ROOT,
-            env=settings_env(stack_settings), capture_output=True, text=True, check=False)
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "tasks.app",
+                "call",
+                "ctxpipe.commit.plan",
+                "--args",
+                json.dumps([[], "cel-again"]),
+            ],
+            cwd=ROOT,
+            env=settings_env(stack_settings),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert out.returncode == 0, out.stderr
         time.sleep(3)  # let the workers run them
     assert snapshot(stack_settings.fs_root) == before_fs
@@ -161,16 +228,27 @@ def test_two_concurrent_commits_for_one_user_both_land(stack_settings, tmp_path)
         {"id": "b2", "role": "assistant", "content": "Lovely name!"},
         {"id": "b3", "role": "user", "content": "I work as a staff engineer at Initech now."},
     ]
-    b = write_session(tmp_path / "b.json",
-                      session(session_id="sb", commit_id="cel-b", messages=b_msgs))
-    with workers(stack_settings, tmp_path, [("commit,extract,maintenance", 2),
-                                            ("commit,extract,maintenance", 2)]):
-        procs = [subprocess.Popen(
-            [sys.executable, "-m", "ctxpipe", "commit", str(p), "--wait", "--json"], cwd=ROOT,
-            env=settings_env(stack_settings), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True) for p in (a, b)]
+    b = write_session(
+        tmp_path / "b.json", session(session_id="sb", commit_id="cel-b", messages=b_msgs)
+    )
+    with workers(
+        stack_settings,
+        tmp_path,
+        [("commit,extract,maintenance", 2), ("commit,extract,maintenance", 2)],
+    ):
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "ctxpipe", "commit", str(p), "--wait", "--json"],
+                cwd=ROOT,
+                env=settings_env(stack_settings),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for p in (a, b)
+        ]
         outs = [p.communicate(timeout=120) for p in procs]
-    for p, (out, err) in zip(procs, outs, strict=True):
+    for p, (_out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
     profile = (stack_settings.fs_root / "acme/users/alice/memories/profile/content.md").read_text()
     assert "lisbon" in profile.lower()
@@ -179,7 +257,8 @@ def test_two_concurrent_commits_for_one_user_both_land(stack_settings, tmp_path)
 
 def test_producer_without_ctxpipe_enqueues_by_name(stack_settings, tmp_path):
     script = tmp_path / "producer.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import json, sys
         from celery import Celery
         app = Celery(broker={stack_settings.redis_url!r}, backend={stack_settings.redis_url!r})
@@ -188,13 +267,19 @@ def test_producer_without_ctxpipe_enqueues_by_name(stack_settings, tmp_path):
         out = res.get(timeout=60)
         assert not any(m.startswith(("ctxpipe", "tasks")) for m in sys.modules), "imported"
         print(json.dumps(out))
-    """))
+    """)
+    )
     with workers(stack_settings, tmp_path, [("commit,extract,maintenance", 4)]):
         env = {k: v for k, v in os.environ.items() if not k.startswith("CTXPIPE_")}
-        proc = subprocess.run([sys.executable, str(script),
-                               json.dumps(session(commit_id="cel-prod"))],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=90,
-                              check=False)
+        proc = subprocess.run(
+            [sys.executable, str(script), json.dumps(session(commit_id="cel-prod"))],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["commit_id"] == "cel-prod"
         row = wait_commit(stack_settings, "cel-prod")
@@ -217,9 +302,21 @@ def test_sweeper_redrives_a_commit_whose_workflow_was_lost(stack_settings, tmp_p
         conn.execute("UPDATE ctx.commits SET updated_at = now() - interval '1 hour'")
     with workers(stack_settings, tmp_path, [("commit,extract,maintenance", 4)]):
         out = subprocess.run(
-            [sys.executable, "-m", "celery", "-A", "tasks.app", "call",
-             "ctxpipe.maintenance.sweep_stuck_commits"], cwd=ROOT,
-            env=settings_env(stack_settings), capture_output=True, text=True, check=False)
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "tasks.app",
+                "call",
+                "ctxpipe.maintenance.sweep_stuck_commits",
+            ],
+            cwd=ROOT,
+            env=settings_env(stack_settings),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert out.returncode == 0, out.stderr
         row = wait_commit(stack_settings, "cel-lost", timeout=60)
     db.close()

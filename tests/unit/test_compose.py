@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -58,21 +59,160 @@ def test_compose_binary_really_rejects_invalid_files(tmp_path: Path) -> None:
     assert compose("config", "-q", file=bad).returncode != 0
 
 
-def test_compose_services() -> None:
-    result = compose("config", "--format", "json")
+WORKER_ROLES = ("commit", "extract", "embed", "maintenance")
+SERVICES = {
+    "redis",
+    "postgres",
+    "migrate",
+    *(f"worker-{r}" for r in WORKER_ROLES),
+    "beat",
+    "flower",
+}
+
+
+def compose_json(*files: Path) -> dict[str, Any]:
+    args = [a for f in files[1:] for a in ("-f", str(f))]
+    result = compose(*args, "config", "--format", "json", file=files[0])
     assert result.returncode == 0, result.stderr
-    services = json.loads(result.stdout)["services"]
-    assert {"redis", "postgres", "worker-commit"} <= set(services)
+    return json.loads(result.stdout)
+
+
+def test_compose_services() -> None:
+    config = compose_json(COMPOSE_FILE)
+    services = config["services"]
+    assert set(services) == SERVICES
     assert services["redis"]["image"] == "redis:7"
     assert services["postgres"]["image"] == "pgvector/pgvector:pg17"
-    assert "healthcheck" in services["postgres"]
-    worker = services["worker-commit"]
-    assert worker["build"]["context"] == str(ROOT)
-    assert worker["command"][:3] == ["celery", "-A", "tasks.app"]
-    assert "commit" in worker["command"]
-    assert worker["environment"]["CTXPIPE_FS_ROOT"] == "/data/fs"
-    assert any(v["target"] == "/data/fs" for v in worker["volumes"])
+    assert "healthcheck" in services["postgres"] and "healthcheck" in services["redis"]
     assert (ROOT / "Dockerfile").is_file()
+
+    migrate = services["migrate"]
+    assert migrate["command"] == ["ctxpipe", "db", "migrate"]
+    assert migrate["restart"] == "no"
+    assert migrate["depends_on"]["postgres"]["condition"] == "service_healthy"
+
+    for role in WORKER_ROLES:
+        worker = services[f"worker-{role}"]
+        assert worker["build"]["context"] == str(ROOT)
+        assert worker["command"] == ["ops/run-worker.sh", role]
+        env = worker["environment"]
+        assert env["CTXPIPE_FS_ROOT"] == "/data/fs"
+        assert env["CTXPIPE_REDIS_URL"] == "redis://redis:6379/0"
+        assert env["CTXPIPE_DATABASE_URL"].startswith("postgresql://ctxpipe:")
+        assert env["CTXPIPE_DATABASE_URL"].endswith("@postgres:5432/ctxpipe")
+        assert env["HF_HUB_OFFLINE"] == "1"
+        assert env["CTXPIPE_EMBEDDING_DIM"] == "384", "env_file (.env.example) not applied"
+        mounts = {(v["source"], v["target"]) for v in worker["volumes"]}
+        assert ("ctxfs", "/data/fs") in mounts, f"worker-{role} lacks the shared FS volume"
+        deps = worker["depends_on"]
+        assert deps["migrate"]["condition"] == "service_completed_successfully"
+        assert deps["redis"]["condition"] == "service_healthy"
+    assert "ctxfs" in config["volumes"]
+
+
+def test_compose_embed_worker_reserves_a_gpu() -> None:
+    services = compose_json(COMPOSE_FILE)["services"]
+    devices = services["worker-embed"]["deploy"]["resources"]["reservations"]["devices"]
+    assert devices == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}]
+    others = [n for n, s in services.items() if n != "worker-embed" and s.get("deploy")]
+    assert not others, f"only worker-embed reserves a GPU, not {others}"
+    # the CPU override drops the reservation and keeps everything else
+    cpu = compose_json(COMPOSE_FILE, ROOT / "ops" / "compose.cpu.yml")["services"]
+    assert not (cpu["worker-embed"].get("deploy") or {}).get("resources")
+    assert cpu["worker-embed"]["command"] == ["ops/run-worker.sh", "embed"]
+
+
+def test_compose_beat_and_flower() -> None:
+    services = compose_json(COMPOSE_FILE)["services"]
+    assert services["beat"]["command"] == ["ops/run-beat.sh"]
+    assert "deploy" not in services["beat"], "beat must run exactly once"
+    flower = services["flower"]
+    assert flower["command"] == ["ops/run-flower.sh"]
+    env = flower["environment"]
+    assert env["CTXPIPE_FLOWER_USER"] and env["CTXPIPE_FLOWER_PASSWORD"]  # basic auth from env
+    assert env["FLOWER_ADDRESS"] == "0.0.0.0" and env["CTXPIPE_FLOWER_PORT"] == "5555"
+    assert [p["target"] for p in flower["ports"]] == [5555]
+    assert "healthcheck" in flower
+
+
+# ---------------------------------------------------------------------- ops/ launchers
+
+FAKE_PYTHON = """#!/bin/sh
+# Stands in for the interpreter: records argv and the Flower auth env, runs nothing.
+printf '%s\n' "$@" > "$OUT"
+printf '%s' "${FLOWER_BASIC_AUTH:-}" > "$OUT.auth"
+"""
+
+
+def run_ops(tmp_path: Path, script: str, *args: str, **env: str) -> tuple[int, list[str], str]:
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    out = tmp_path / "argv.txt"
+    out.unlink(missing_ok=True)
+    skip = ("CTXPIPE_", "FLOWER_", "CUDA_VISIBLE_DEVICES", "WORKER_")
+    full = {k: v for k, v in os.environ.items() if not k.startswith(skip)}
+    full.update(PYTHON=str(fake), OUT=str(out), **env)
+    proc = subprocess.run(
+        [str(ROOT / "ops" / script), *args],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    argv = out.read_text().splitlines() if out.exists() else []
+    auth = (tmp_path / "argv.txt.auth").read_text() if argv else ""
+    return proc.returncode, argv, auth + proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("role", "pool", "concurrency"),
+    [("commit", "prefork", "2"), ("extract", "prefork", "4"), ("embed", "solo", None),
+     ("maintenance", "prefork", "1")],
+)  # fmt: skip
+def test_run_worker_maps_role_to_queue_pool_concurrency(
+    tmp_path: Path, role: str, pool: str, concurrency: str | None
+) -> None:
+    code, argv, _ = run_ops(tmp_path, "run-worker.sh", role, "--max-tasks-per-child=50")
+    assert code == 0
+    assert argv[:6] == ["-m", "celery", "-A", "tasks.app", "worker", "-Q"]
+    assert argv[6] == role
+    assert argv[argv.index("-n") + 1] == f"{role}@%h"
+    assert f"--pool={pool}" in argv
+    conc = [a for a in argv if a.startswith("--concurrency=")]
+    assert conc == ([f"--concurrency={concurrency}"] if concurrency else [])
+    assert argv[-1] == "--max-tasks-per-child=50"  # extra options pass through
+
+
+def test_run_worker_gpu_node_names_and_overrides(tmp_path: Path) -> None:
+    _, argv, _ = run_ops(tmp_path, "run-worker.sh", "embed", CUDA_VISIBLE_DEVICES="1")
+    assert argv[argv.index("-n") + 1] == "embed-gpu1@%h"
+    _, argv, _ = run_ops(tmp_path, "run-worker.sh", "extract", WORKER_CONCURRENCY="8")
+    assert "--concurrency=8" in argv
+    code, argv, err = run_ops(tmp_path, "run-worker.sh", "bogus")
+    assert code == 2 and not argv and "usage:" in err
+
+
+def test_run_beat_and_flower(tmp_path: Path) -> None:
+    _, argv, _ = run_ops(tmp_path, "run-beat.sh", CTXPIPE_VAR_DIR=str(tmp_path / "v"))
+    assert argv[:5] == ["-m", "celery", "-A", "tasks.app", "beat"]
+    assert f"--schedule={tmp_path}/v/beat/celerybeat-schedule" in argv
+    assert (tmp_path / "v" / "beat").is_dir()
+
+    code, argv, auth = run_ops(
+        tmp_path,
+        "run-flower.sh",
+        CTXPIPE_FLOWER_USER="ops",
+        CTXPIPE_FLOWER_PASSWORD="s3cret",
+        CTXPIPE_FLOWER_PORT="5601",
+    )
+    assert code == 0
+    assert argv[:5] == ["-m", "celery", "-A", "tasks.app", "flower"]
+    assert "--port=5601" in argv and "--address=127.0.0.1" in argv
+    assert not any("s3cret" in a for a in argv), "password must not be on the command line"
+    assert auth.startswith("ops:s3cret")
+    code, argv, err = run_ops(tmp_path, "run-flower.sh", CTXPIPE_FLOWER_USER="a:b")
+    assert code == 2 and not argv and "basic auth" in err
 
 
 def _setting_env_names() -> set[str]:

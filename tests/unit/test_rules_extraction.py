@@ -239,8 +239,9 @@ def test_skills_from_tool_log() -> None:
     assert "CUDA out of memory" in py.common_failures and "(2x)" in py.common_failures
     arxiv = one(gnn, "skills", "arxiv_search")
     assert arxiv.skill_name == "arxiv_search" and "sampling" in arxiv.best_for
-    booking = one(extract("wedding_trip_planning", "extraction.procedure"), "skills",
-                  "hotel_booking")
+    booking = one(
+        extract("wedding_trip_planning", "extraction.procedure"), "skills", "hotel_booking"
+    )
     assert booking.common_failures == "HTTP 429: rate limited (1x)"
 
 
@@ -267,3 +268,33 @@ def test_refs_are_real_message_ids_and_confidence_in_range(name: str, prompt: st
         assert m.abstract.strip() and "\n" not in m.abstract
         for ref in m.source_refs:  # every ref is cited in the text it supports
             assert f"{ref}" in m.overview + m.content or m.category == "skills"
+
+
+@pytest.mark.parametrize(
+    ("sentence", "fact"),
+    [
+        (
+            "I now work as a machine learning engineer at Globex.",
+            "works as a machine learning engineer at Globex",
+        ),
+        ("I'm currently based in Berlin.", "lives in Berlin"),
+        ("Call me Sam.", "is named Sam"),
+        ("I've got two cats named Miso and Tofu.", "has two cats named Miso and Tofu"),
+        (
+            "I have 10 years of experience in embedded C.",
+            "has 10 years of experience in embedded C",
+        ),
+        ("I'm a morning person.", "is a morning person"),
+        ("I'm a big fan of jazz.", None),
+        ("I'm a bit confused about Airflow.", None),
+        ("I used to work at Acme.", None),
+        ("Do I work at Acme?", None),
+    ],
+)
+def test_profile_phrasings(sentence: str, fact: str | None) -> None:
+    msgs = [{"id": "q1", "role": "user", "content": sentence}]
+    out = LLM.complete_json_sync("extraction.profile", {"messages": msgs}, ExtractionOutput)
+    if fact is None:
+        assert out.memories == []
+    else:
+        assert lines(out.memories[0].overview) == [f"- {fact} [q1]"]

@@ -38,9 +38,7 @@ def test_trip_summary_decisions_and_open_question() -> None:
     a = summarize("wedding_trip_planning")
     assert "Porto" in a.summary
     assert any("Casa da Ribeira" in t for t in a.key_topics)
-    assert a.key_decisions == [
-        "That sounds perfect, let's book Casa da Ribeira for three nights."
-    ]
+    assert a.key_decisions == ["That sounds perfect, let's book Casa da Ribeira for three nights."]
     # the assistant's questions were answered by the user; the last user question was not
     assert a.unresolved == ["Is it allowed as cabin luggage?"]
 

@@ -141,7 +141,9 @@ def _safe(y: int, m: int, d: int) -> date | None:
         return None
 
 
-def _with_year(month: int, day: int, year: str | None, anchor: date | None, tense: str | None):
+def _with_year(
+    month: int, day: int, year: str | None, anchor: date | None, tense: str | None
+) -> date | None:
     if year:
         return _safe(int(year), month, day)
     if anchor is None:
@@ -156,7 +158,9 @@ def _with_year(month: int, day: int, year: str | None, anchor: date | None, tens
     return d
 
 
-def _resolve(kind: str, m: re.Match[str], anchor: date | None, tense: str | None):
+def _resolve(
+    kind: str, m: re.Match[str], anchor: date | None, tense: str | None
+) -> tuple[date | None, str, bool]:
     """(date | None, precision, relative) for one regex match."""
     g = m.groups()
     if kind == "iso":

@@ -79,15 +79,30 @@ def merge_facts(old: list[Fact], new: list[Fact]) -> tuple[list[Fact], list[str]
     result = [copy.deepcopy(f) for f in old]
     conflicts: list[str] = []
     added = folded = 0
-    for incoming in new:
+    incoming_texts = {f.text.lower() for f in new}
+    for incoming in _settle(new):
         n = copy.deepcopy(incoming)
         if not n.text:
             continue
         if n.superseded:  # history carried by the new bundle: keep once
-            if not any(r.text.lower() == n.text.lower() and r.superseded for r in result):
+            if any(r.superseded and near_identical(r, n) for r in result):
+                continue
+            same = next((r for r in result if r.active and near_identical(r, n)), None)
+            if same is not None:
+                same.refs.extend(r for r in n.refs if r not in same.refs)
+            else:
                 result.append(n)
             continue
         dup = next((r for r in result if r.active and near_identical(r, n)), None)
+        if dup is None:  # old news: what superseded this line arrives in the same bundle
+            dup = next(
+                (
+                    r
+                    for r in result
+                    if r.superseded and _superseder(r) in incoming_texts and near_identical(r, n)
+                ),
+                None,
+            )
         if dup is not None:
             dup.refs.extend(r for r in n.refs if r not in dup.refs)
             dup.evidence = dup.evidence or n.evidence
@@ -105,6 +120,21 @@ def merge_facts(old: list[Fact], new: list[Fact]) -> tuple[list[Fact], list[str]
         result.append(n)
         added += 1
     return result, conflicts, added, folded
+
+
+def _superseder(fact: Fact) -> str:
+    return re.sub(r"^later in the session:\s*", "", fact.superseded).lower()
+
+
+def _settle(facts: list[Fact]) -> list[Fact]:
+    """Resolve contradictions inside one bundle first: the later line wins."""
+    out = [copy.deepcopy(f) for f in facts]
+    for i, f in enumerate(out):
+        for g in out[i + 1 :]:
+            if f.active and g.active and not near_identical(f, g) and conflicts_with(f, g):
+                f.superseded = g.text
+                break
+    return out
 
 
 def _label(abstract: str) -> str:

@@ -29,7 +29,7 @@ from ctxpipe.providers.rules.text import (
     tokenize,
 )
 
-TOPICS: dict[str, tuple[str, ...]] = {
+TOPICS: dict[str, list[str]] = {
     "communication": (
         "answer answers response responses reply replies explanation explanations emoji emojis "
         "bullet bullets jargon verbose concise brief summary summaries tone formal casual "

@@ -31,6 +31,7 @@ from ctxpipe.providers.rules.patterns import (
 )
 from ctxpipe.providers.rules.text import is_hedged, is_question, normalize_space
 
+ADV = r"(?:(?i:now|currently|still|also|actually|mostly|mainly) )?"
 I_AM = r"\bI(?:'m| am)(?: (?i:currently|now|actually|also|still))?"
 ROLE = (
     r"(?P<role>(?i:an?|the) [\w' /-]+?)(?=\s+(?i:at|for|with|in|on|from|of|and|but|who|"
@@ -103,10 +104,14 @@ RULES: list[tuple[re.Pattern[str], Builder, float]] = [
     (re.compile(rf"{I_AM}\s+(?P<name>{NAME})(?=\s*(?:,|\.|!|$|\s(?i:here|and I)\b))"), _name, 0.9),
     (re.compile(rf"{I_AM}\s+{NAME},\s+{ROLE}{PREP_ORG}"), _role_line, 0.9),
     (re.compile(rf"{I_AM}\s+(?P<nat>[A-Z][a-z]+)\b(?!\s+[A-Z])"), _nationality, 0.85),
-    (re.compile(rf"\bI (?i:work|am working|'m working) as {ROLE}{PREP_ORG}"), _role_line, 0.95),
+    (
+        re.compile(rf"\bI {ADV}(?i:work|am working|'m working) as {ROLE}{PREP_ORG}"),
+        _role_line,
+        0.95,
+    ),
     (
         re.compile(
-            rf"\bI (?i:work|am working|'m working|'ve worked|have worked) (?i:at|for) "
+            rf"\bI {ADV}(?i:work|am working|'m working|'ve worked|have worked) (?i:at|for) "
             rf"{ORG}(?:\s+(?i:as)\s+{ROLE})?"
         ),
         _role_line,
@@ -222,7 +227,7 @@ RULES: list[tuple[re.Pattern[str], Builder, float]] = [
     ),
     (
         re.compile(
-            r"\bI (?i:have|'ve got) (?P<obj>(?i:a|an|one|two|three|four|\d+) (?:\w+ )?"
+            r"\bI(?: have|'ve got| have got|'ve) (?P<obj>(?i:a|an|one|two|three|four|\d+) (?:\w+ )?"
             r"(?i:kids?|children|sons?|daughters?|twins|sisters?|brothers?|siblings|"
             r"dogs?|cats?|pets?|grandchildren|grandkids)\b(?: (?i:named|called) [A-Z]\w+"
             r"(?: and [A-Z]\w+)?)?)"

@@ -1,0 +1,175 @@
+"""A throwaway local stack for benchmarks: PostgreSQL + Redis on free ports, real workers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from ctxpipe.core.config import Settings  # noqa: E402
+from ctxpipe.storage.embedded_pg import start_postgres, stop_postgres  # noqa: E402
+from ctxpipe.storage.migrations import migrate  # noqa: E402
+from ctxpipe.storage.netutil import free_port  # noqa: E402
+from ctxpipe.storage.redis_server import start_redis, stop_redis  # noqa: E402
+
+
+def env_for(settings: Settings) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXPIPE_")}
+    env.update(
+        {
+            "CTXPIPE_FS_ROOT": str(settings.fs_root),
+            "CTXPIPE_DATABASE_URL": settings.database_url,
+            "CTXPIPE_REDIS_URL": settings.redis_url,
+            "CTXPIPE_VAR_DIR": str(settings.var_dir),
+            "CTXPIPE_LLM_SIMULATED_LATENCY_S": str(settings.llm_simulated_latency_s),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+        }
+    )
+    return env
+
+
+def start_worker(
+    settings: Settings, queues: str, concurrency: int, logdir: Path, pool: str = "prefork"
+) -> subprocess.Popen[bytes]:
+    name = f"bench-{uuid.uuid4().hex[:6]}@localhost"
+    log = logdir / f"{name.split('@')[0]}.log"
+    fh = open(log, "wb")  # noqa: SIM115 - lives as long as the worker
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "tasks.app",
+            "worker",
+            "-Q",
+            queues,
+            "-c",
+            str(concurrency),
+            "-P",
+            pool,
+            "-n",
+            name,
+            "--without-gossip",
+            "--without-mingle",
+            "-l",
+            "INFO",
+        ],
+        cwd=ROOT,
+        env=env_for(settings),
+        stdout=fh,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        text = log.read_text(errors="replace")
+        if "ready." in text:
+            return proc
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"worker {name} failed to start:\n{text[-2000:]}")
+        time.sleep(0.3)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@contextmanager
+def local_stack(workers: list[tuple[str, int]], **overrides: Any) -> Iterator[Settings]:
+    """Servers + workers; the settings are exported to this process's env before yielding,
+    so `tasks.app` (imported afterwards) talks to the same broker."""
+    tmp = Path(tempfile.mkdtemp(prefix="ctxpipe-bench-"))
+    pg_url = start_postgres(tmp / "pg", free_port())
+    redis_url = start_redis(tmp / "redis", free_port())
+    settings = Settings(
+        fs_root=tmp / "fs",
+        var_dir=tmp / "var",
+        database_url=pg_url,
+        redis_url=redis_url,
+        **overrides,
+    )
+    migrate(pg_url, schema=settings.db_schema, embedding_dim=settings.embedding_dim)
+    settings.fs_root.mkdir(parents=True)
+    settings.var_dir.mkdir(parents=True)
+    os.environ.update(
+        {
+            k: v
+            for k, v in env_for(settings).items()
+            if k.startswith(("CTXPIPE_", "HF_", "TRANSFORMERS_"))
+        }
+    )
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for queues, conc in workers:
+            procs.append(start_worker(settings, queues, conc, tmp))
+        yield settings
+    finally:
+        for p in procs:
+            stop(p)
+        stop_redis(tmp / "redis")
+        stop_postgres(tmp / "pg")
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def percentile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    k = (len(s) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def sample_session(i: int, user: str | None = None) -> dict[str, Any]:
+    """A realistic small session; varied per index so commits are not identical."""
+    topics = ["Rust", "Go", "Python", "Kotlin", "Elixir", "TypeScript"]
+    cities = ["Berlin", "Lisbon", "Osaka", "Toronto", "Nairobi", "Lima"]
+    t, c = topics[i % len(topics)], cities[i % len(cities)]
+    return {
+        "account_id": "bench",
+        "user_id": user or f"user{i}",
+        "agent_id": "helper",
+        "session_id": f"s{i}",
+        "commit_id": f"bench-{uuid.uuid4().hex[:12]}",
+        "messages": [
+            {
+                "id": "m1",
+                "role": "user",
+                "created_at": "2026-03-14T10:00:00Z",
+                "content": f"I'm a platform engineer at Contoso and I live in {c}.",
+            },
+            {"id": "m2", "role": "assistant", "content": "Nice to meet you! How can I help?"},
+            {
+                "id": "m3",
+                "role": "user",
+                "content": f"I prefer {t} for backend services and I always pin dependencies.",
+            },
+            {"id": "m4", "role": "assistant", "content": f"{t} is a solid choice."},
+            {
+                "id": "m5",
+                "role": "user",
+                "content": f"Last Friday I demoed Project Nimbus to my manager Dana Scott in {c}.",
+            },
+        ],
+    }

@@ -1,0 +1,229 @@
+"""Indexer: make the replica rows of a set of URIs equal to the FS (the one code path shared by
+the outbox worker, `reindex` and MOVE handling).
+
+For each URI: the node is read from the FS (the truth). Present → chunked, embedded and upserted
+unless the replica already holds this version with this content; a replica row of a *newer*
+version is never overwritten by an older one (refused) unless the caller forces that URI.
+Absent → its replica rows (node, chunks, outgoing edges) are deleted. The texts of the whole
+batch are embedded together in batches of the embedder's batch size, and every row of the batch
+is written in one transaction (`ReplicaStore.write`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxpipe.core.config import ChunkingConfig
+from ctxpipe.core.errors import NodeNotFoundError
+from ctxpipe.core.models import ChunkRecord, ContextNode, RelationEdge
+from ctxpipe.core.uri import node_uri
+from ctxpipe.fs import ContextFS, FSRelationStore
+from ctxpipe.index.chunker import DocumentChunker
+from ctxpipe.index.replica import NodeState, NodeWrite, ReplicaStore
+from ctxpipe.providers.base import Embedder
+
+log = logging.getLogger(__name__)
+
+RELATIONS_KEY = "relations:"  # `SyncReport.errors` key prefix of a URI's relation failure
+
+
+@dataclass
+class SyncReport:
+    """What one `sync_nodes` / `sync_relations` call did, per URI."""
+
+    indexed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # replica newer than FS: left alone
+    deleted: list[str] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)  # neither on FS nor in the replica
+    relations: int = 0
+    chunks: int = 0
+    embedded: int = 0  # texts run through the model (moved rows reuse their vectors)
+    errors: dict[str, BaseException] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def add_time(self, key: str, started: float) -> None:
+        self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - started
+
+
+def decide(node: ContextNode, state: NodeState | None, rewrite: bool, replace: bool) -> str:
+    """`index`, `unchanged` or `refused` for a node present on the FS."""
+    if state is None or replace or node.version > state.version:
+        return "index"
+    if node.version < state.version:
+        return "refused"  # never index an older version over a newer one
+    return "index" if rewrite or node.content_hash != state.content_hash else "unchanged"
+
+
+class Indexer:
+    def __init__(
+        self,
+        fs: ContextFS,
+        relations: FSRelationStore,
+        replica: ReplicaStore,
+        embedder: Embedder,
+        chunking: ChunkingConfig | None = None,
+        *,
+        chunker: DocumentChunker | None = None,
+    ) -> None:
+        self.fs = fs
+        self.relations = relations
+        self.replica = replica
+        self.embedder = embedder
+        self._chunking = chunking or ChunkingConfig()
+        self._chunker = chunker
+        self._dimension_ok = False
+
+    @property
+    def chunker(self) -> DocumentChunker:
+        """Built on first use (it needs the model's tokenizer)."""
+        if self._chunker is None:
+            self._chunker = DocumentChunker(self.embedder, self._chunking)
+        return self._chunker
+
+    def check_dimension(self) -> None:
+        """The model's vector size must be the schema's (`EmbeddingError` otherwise)."""
+        if not self._dimension_ok:
+            self.replica.check_dimension(self.embedder.model_name, int(self.embedder.dimension))
+            self._dimension_ok = True
+
+    # ------------------------------------------------------------------ nodes
+    def read_nodes(self, uris: Iterable[str], report: SyncReport) -> dict[str, ContextNode | None]:
+        """FS nodes by URI (None: not on the FS); unreadable nodes go to `report.errors`."""
+        out: dict[str, ContextNode | None] = {}
+        for uri in uris:
+            try:
+                out[uri] = self.fs.read_node(uri)
+            except NodeNotFoundError:
+                out[uri] = None
+            except Exception as exc:  # noqa: BLE001 - one bad node never sinks the batch
+                report.errors[uri] = exc
+        return out
+
+    def sync_nodes(
+        self,
+        uris: Iterable[str],
+        *,
+        force: bool = False,
+        replace: Iterable[str] = (),
+        reuse: dict[str, Any] | None = None,
+        report: SyncReport | None = None,
+    ) -> SyncReport:
+        """Converge the replica rows of `uris` to the FS in one transaction.
+
+        `force`: rewrite present nodes even when the replica holds the same version (reindex;
+        still never regressing). `replace`: URIs whose replica row may go back to the FS's
+        older version (repair found the FS behind the replica). `reuse`: vectors by chunk
+        text (moved rows keep their embeddings)."""
+        report = report or SyncReport()
+        wanted = list(dict.fromkeys(node_uri(u) for u in uris))
+        if not wanted:
+            return report
+        self.check_dimension()
+        started = time.perf_counter()
+        nodes = self.read_nodes(wanted, report)
+        report.add_time("read", started)
+        started = time.perf_counter()
+        states = self.replica.node_states(nodes)
+        replace_set = {node_uri(u) for u in replace}
+        to_index: list[ContextNode] = []
+        deletes: list[str] = []
+        for uri, node in nodes.items():
+            if node is None:
+                (deletes if uri in states else report.absent).append(uri)
+                continue
+            verdict = decide(node, states.get(uri), force, uri in replace_set)
+            if verdict == "index":
+                to_index.append(node)
+            elif verdict == "unchanged":
+                report.unchanged.append(uri)
+            else:
+                state = states[uri]
+                log.warning(
+                    "refused to index %s v%d over the replica's v%d (never regress)",
+                    uri,
+                    node.version,
+                    state.version,
+                )
+                report.refused.append(uri)
+        report.add_time("decide", started)
+
+        writes = self._prepare(to_index, report, reuse or {})
+        started = time.perf_counter()
+        written, deleted = self.replica.write(writes, deletes, rewrite=force, replace=replace_set)
+        report.add_time("write", started)
+        for w in writes:
+            if w.node.uri in written:
+                report.indexed.append(w.node.uri)
+                report.chunks += len(w.chunks)
+            else:  # a concurrent worker wrote a newer (or the same) version first
+                report.unchanged.append(w.node.uri)
+        report.deleted.extend(sorted(deleted))
+        report.absent.extend(sorted(set(deletes) - deleted))
+        return report
+
+    def _prepare(
+        self, nodes: list[ContextNode], report: SyncReport, reuse: dict[str, Any]
+    ) -> list[NodeWrite]:
+        """Chunk every node, then embed all new texts of the batch together."""
+        started = time.perf_counter()
+        chunked: list[tuple[ContextNode, list[ChunkRecord]]] = []
+        for node in nodes:
+            try:
+                chunked.append((node, self.chunker.chunk_for_node(node)))
+            except Exception as exc:  # noqa: BLE001
+                report.errors[node.uri] = exc
+        report.add_time("chunk", started)
+        started = time.perf_counter()
+        texts = list(
+            dict.fromkeys(
+                c.text_content
+                for _, chunks in chunked
+                for c in chunks
+                if c.text_content not in reuse
+            )
+        )
+        vectors = dict(zip(texts, self.embedder.encode(texts), strict=True)) if texts else {}
+        report.embedded += len(texts)
+        report.add_time("embed", started)
+        writes = []
+        for node, chunks in chunked:
+            vecs = [vectors.get(c.text_content, reuse.get(c.text_content)) for c in chunks]
+            writes.append(NodeWrite(node, chunks, vecs))
+        return writes
+
+    # ------------------------------------------------------------------ relations
+    def sync_relations(self, uris: Iterable[str], report: SyncReport | None = None) -> SyncReport:
+        """Replace the replica edges of each URI with its `.relations.json` edges (none when
+        the node is gone from the FS)."""
+        report = report or SyncReport()
+        edges: dict[str, list[RelationEdge]] = {}
+        for uri in dict.fromkeys(node_uri(u) for u in uris):
+            try:
+                edges[uri] = self.relations.get_edges(uri)
+            except NodeNotFoundError:
+                edges[uri] = []
+            except Exception as exc:  # noqa: BLE001
+                report.errors[RELATIONS_KEY + uri] = exc
+        started = time.perf_counter()
+        report.relations += self.replica.replace_edges(edges)
+        report.add_time("relations", started)
+        return report
+
+    def move(self, from_uri: str, to_uri: str, report: SyncReport | None = None) -> SyncReport:
+        """MOVE_CONTEXT: the rows under `from_uri` go, the FS nodes under `to_uri` come (their
+        stored vectors reused when the chunk texts are unchanged), edges follow."""
+        report = report or SyncReport()
+        old = self.replica.uris_under(node_uri(from_uri))
+        new = [uri for uri, _ in self.fs.walk_nodes(to_uri)]
+        reuse = self.replica.chunk_vectors(old)
+        self.sync_nodes([*old, *new], reuse=reuse, report=report)
+        self.sync_relations([*old, *new], report=report)
+        return report
+
+
+__all__ = ["RELATIONS_KEY", "Indexer", "SyncReport", "decide"]

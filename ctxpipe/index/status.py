@@ -1,0 +1,109 @@
+"""`ctxpipe status`: one snapshot of the pipeline's health.
+
+Queue depths (Redis ``LLEN`` of the Celery queues, priority sub-queues included), outbox events
+per status and the age of the oldest one still waiting, nodes on the FS vs rows in the replica,
+the last repair run and commits per ledger phase. A part whose server is unreachable is reported
+in ``errors`` instead of failing the whole snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ctxpipe.core.config import Settings
+from ctxpipe.fs import ContextFS
+from ctxpipe.index.fs_scan import count_fs_nodes
+from ctxpipe.index.outbox_store import OutboxStore
+from ctxpipe.index.replica import ReplicaStore
+from ctxpipe.storage.db import Database
+from ctxpipe.storage.queries import Queries
+
+DEFAULT_QUEUES = ("commit", "extract", "embed", "maintenance")
+# kombu's Redis transport keeps priorities 3/6/9 of a queue in sibling lists.
+_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
+
+
+class IndexStatus(BaseModel):
+    queues: dict[str, int] = Field(default_factory=dict)
+    outbox: dict[str, int] = Field(default_factory=dict)
+    oldest_pending_age_s: float | None = None
+    fs_nodes: int = 0
+    replica_nodes: int = 0
+    replica_chunks: int = 0
+    replica_edges: int = 0
+    last_repair: dict[str, Any] | None = None
+    commits_by_phase: dict[str, int] = Field(default_factory=dict)
+    errors: dict[str, str] = Field(default_factory=dict)
+    taken_at: datetime | None = None
+
+    @property
+    def pending(self) -> int:
+        return self.outbox.get("pending", 0) + self.outbox.get("failed", 0)
+
+    @property
+    def in_sync(self) -> bool:
+        """No event waiting or running and as many replica rows as FS nodes."""
+        busy = self.pending + self.outbox.get("claimed", 0)
+        return not self.errors and busy == 0 and self.fs_nodes == self.replica_nodes
+
+
+def queue_depths(redis_url: str, queues: Sequence[str]) -> dict[str, int]:
+    import redis
+
+    client = redis.Redis.from_url(redis_url, socket_connect_timeout=3, socket_timeout=3)
+    try:
+        pipe = client.pipeline()
+        for q in queues:
+            for suffix in _PRIORITY_SUFFIXES:
+                pipe.llen(q + suffix)
+        counts = pipe.execute()
+    finally:
+        client.close()
+    n = len(_PRIORITY_SUFFIXES)
+    return {q: int(sum(counts[i * n : (i + 1) * n])) for i, q in enumerate(queues)}
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+
+
+def collect_status(
+    settings: Settings,
+    *,
+    db: Database,
+    fs: ContextFS,
+    queues: Sequence[str] = DEFAULT_QUEUES,
+) -> IndexStatus:
+    from ctxpipe.core.models import utcnow
+
+    st = IndexStatus(taken_at=utcnow())
+    try:
+        st.queues = queue_depths(settings.redis_url, queues)
+    except Exception as exc:  # noqa: BLE001 - report, don't fail
+        st.errors["redis"] = _short(exc)
+    try:
+        st.fs_nodes = count_fs_nodes(fs)
+    except Exception as exc:  # noqa: BLE001
+        st.errors["fs"] = _short(exc)
+    try:
+        outbox = OutboxStore(db, settings.db_schema)
+        replica = ReplicaStore(db, settings.db_schema)
+        st.outbox = outbox.counts()
+        st.oldest_pending_age_s = outbox.oldest_pending_age_s()
+        counts = replica.counts()
+        st.replica_nodes, st.replica_chunks = counts["nodes"], counts["chunks"]
+        st.replica_edges = counts["edges"]
+        st.last_repair = replica.last_repair()
+        with db.connection() as conn:
+            rows = conn.execute(Queries(settings.db_schema)["ledger_counts"]).fetchall()
+        st.commits_by_phase = {str(phase): int(n) for phase, n in rows}
+    except Exception as exc:  # noqa: BLE001
+        st.errors["postgres"] = _short(exc)
+    return st
+
+
+__all__ = ["DEFAULT_QUEUES", "IndexStatus", "collect_status", "queue_depths"]

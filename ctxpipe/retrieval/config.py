@@ -1,0 +1,82 @@
+"""Knobs of the read path. Defaults follow seed 001 (retrieval) and seed 003 (context builder).
+
+`RetrievalConfig` is a plain pydantic model: the composition root builds it (or uses the
+defaults); nothing here reads the environment.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class FindConfig(BaseModel):
+    """Hybrid `find`: pgvector cosine fused with PostgreSQL full-text rank (RRF)."""
+
+    top_k: int = Field(10, ge=1, le=200)
+    rrf_k: int = Field(60, ge=1, description="reciprocal rank fusion constant")
+    vector_weight: float = Field(1.0, ge=0.0)
+    text_weight: float = Field(1.0, ge=0.0)
+    candidates: int = Field(40, ge=1, le=1000, description="rows each arm contributes")
+    max_query_terms: int = Field(12, ge=1, le=64)
+    # plan choice: exact scan of the owner's rows when there are few of them
+    exact_scan_max_rows: int = Field(20000, ge=0)
+    ef_search: int = Field(120, ge=1, le=1000)
+    max_scan_tuples: int = Field(20000, ge=1)
+    count_cache_s: float = Field(10.0, ge=0.0, description="owner row counts are cached this long")
+    # what a hit returns
+    snippet_tokens: int = Field(40, ge=8, description="token cap of the text a hit returns")
+    abstract_tokens: int = Field(40, ge=8, description="token cap of the L0 line of a hit")
+    max_hits_per_uri: int = Field(2, ge=1)
+    record_recalls: bool = True
+
+
+class HierarchicalConfig(BaseModel):
+    """Seed 001 HierarchicalRetriever constants."""
+
+    global_top_k: int = Field(3, ge=1)
+    children_top_k: int = Field(5, ge=1)
+    final_take: int = Field(10, ge=1)
+    alpha: float = Field(0.5, ge=0.0, le=1.0, description="final = a*child + (1-a)*parent")
+    max_convergence_rounds: int = Field(3, ge=1)
+    convergence_threshold: float = Field(0.001, ge=0.0)
+    max_rounds: int = Field(32, ge=1, description="hard stop on drill-down rounds")
+
+
+class IntentConfig(BaseModel):
+    """Seed 001 IntentAnalyzer constants."""
+
+    max_queries: int = Field(5, ge=0, le=5)
+    recent_messages: int = Field(5, ge=0)
+    fallback_to_query: bool = True
+
+
+class ContextConfig(BaseModel):
+    """Seed 003 context builder constants."""
+
+    default_budget: int = Field(4096, ge=1)
+    system_prompt_tokens: int = Field(500, ge=0)
+    min_segment_tokens: int = Field(100, ge=0)
+    history_length_threshold: int = Field(20, ge=0)
+    short_term_reduction_ratio: float = Field(0.375, ge=0.0, le=1.0)
+    long_term_increase_ratio: float = Field(0.333, ge=0.0)
+    recent_turns: int = Field(3, ge=0, description="the most recent turns get a higher priority")
+    max_turns: int = Field(10, ge=0)
+    memory_top_k: int = Field(12, ge=0)
+    retrieval_top_k: int = Field(12, ge=0)
+    snapshots_per_process: int = Field(256, ge=1)
+
+
+class RetrievalConfig(BaseModel):
+    find: FindConfig = FindConfig()
+    hierarchical: HierarchicalConfig = HierarchicalConfig()
+    intent: IntentConfig = IntentConfig()
+    context: ContextConfig = ContextConfig()
+
+
+__all__ = [
+    "ContextConfig",
+    "FindConfig",
+    "HierarchicalConfig",
+    "IntentConfig",
+    "RetrievalConfig",
+]

@@ -1,0 +1,220 @@
+"""Where `build_context` gets its pieces, as candidates with progressively longer views.
+
+A candidate has views, cheapest first: view 0 is what `find` returned (a memory's L0 line, or
+the lines of an archive that matched); view 1 is the node's L1 (a memory's overview) or, for a
+session archive, the whole matched chunk; view 2 is the node's L2 content. Views past 0 are
+read from the FS only when the builder has budget left to expand the item. A view is a list of
+units (lines), each with the message ids it cites, so a truncated view cites only what it keeps.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ctxpipe.core.errors import CtxError
+from ctxpipe.core.session import Message
+from ctxpipe.fs import ContextFS
+from ctxpipe.retrieval.budget import ContextPriority
+from ctxpipe.retrieval.hierarchical import hit_key
+from ctxpipe.retrieval.models import FindHit
+from ctxpipe.retrieval.text import Unit, split_units
+from ctxpipe.storage.db import Database
+from ctxpipe.storage.queries import Queries
+
+log = logging.getLogger(__name__)
+
+View = list[Unit]
+
+
+@dataclass
+class Candidate:
+    key: str
+    section: str
+    priority: int
+    score: float = 0.0
+    order: int = 0
+    uri: str = ""
+    views: list[View] = field(default_factory=list)
+    loader: Callable[[], list[View]] | None = None
+    loaded: bool = False
+
+    def view(self, i: int) -> View | None:
+        if i >= len(self.views) and not self.loaded and self.loader is not None:
+            self.loaded = True
+            try:
+                self.views.extend(v for v in self.loader() if v)
+            except (CtxError, OSError, ValueError) as exc:
+                log.debug("cannot expand %s: %s", self.uri, exc)
+        return self.views[i] if i < len(self.views) else None
+
+
+def render(units: Sequence[Unit]) -> str:
+    return "\n".join(u.text for u in units if u.text)
+
+
+def cited(units: Sequence[Unit]) -> list[str]:
+    out: list[str] = []
+    for u in units:
+        for r in u.refs:
+            if r not in out:
+                out.append(r)
+    return out
+
+
+# ------------------------------------------------------------------ conversation
+def conversation_candidates(
+    messages: Sequence[Message],
+    query: str,
+    session_id: str,
+    *,
+    max_turns: int,
+    recent_turns: int,
+) -> list[Candidate]:
+    """The session's recent messages (the most recent turns rank higher) and the query."""
+    usable = [m for m in messages if not m.injected and m.role in ("user", "assistant")]
+    usable = usable[-max_turns * 2 :] if max_turns else []
+    out: list[Candidate] = []
+    n = len(usable)
+    for i, m in enumerate(usable):
+        recent = i >= n - recent_turns * 2
+        who = m.name or m.role
+        out.append(
+            Candidate(
+                key=f"msg:{m.id}",
+                section="conversation",
+                priority=int(
+                    ContextPriority.RECENT_TURNS if recent else ContextPriority.OLDER_TURNS
+                ),
+                order=i,
+                views=[[Unit(f"{who}: {m.content.strip()}", [f"{session_id}:{m.id}"])]],
+            )
+        )
+    last_user = next((m for m in reversed(usable) if m.role == "user"), None)
+    if query.strip() and (last_user is None or last_user.content.strip() != query.strip()):
+        out.append(
+            Candidate(
+                key="query",
+                section="conversation",
+                priority=int(ContextPriority.USER_QUERY),
+                order=n,
+                views=[[Unit(f"user: {query.strip()}")]],
+            )
+        )
+    return out
+
+
+# ------------------------------------------------------------------ preferences
+def preference_candidates(
+    db: Database,
+    schema: str,
+    account_id: str,
+    user_space: str,
+    limit: int,
+    fs: ContextFS | None = None,
+) -> list[Candidate]:
+    """The user's profile and preference memories, newest first (query independent)."""
+    with db.connection() as conn:
+        rows = conn.execute(
+            Queries(schema)["retrieval_profile_nodes"],
+            {
+                "account": account_id,
+                "space": user_space,
+                "categories": ["profile", "preferences"],
+                "limit": limit,
+            },
+        ).fetchall()
+    out: list[Candidate] = []
+    for i, (uri, _category, abstract, refs, _version) in enumerate(rows):
+        line = (abstract or "").strip().splitlines()
+        if not line:
+            continue
+        refs = [str(r) for r in refs or []]
+        out.append(
+            Candidate(
+                key=f"{uri}#0.0",
+                section="user_prefs",
+                priority=int(ContextPriority.PREFERENCES),
+                score=1.0 / (1 + i),
+                order=i,
+                uri=uri,
+                views=[[Unit(line[0], refs)]],
+                loader=_memory_loader(fs, uri) if fs is not None else None,
+            )
+        )
+    return out
+
+
+# ------------------------------------------------------------------ retrieved hits
+def hit_candidates(
+    hits: Sequence[FindHit], section: str, priority: int, fs: ContextFS | None, start: int = 0
+) -> list[Candidate]:
+    out: list[Candidate] = []
+    for i, h in enumerate(hits):
+        text = h.text or h.abstract
+        if not text:
+            continue
+        loader: Callable[[], list[View]] | None = None
+        if h.context_type == "session":
+            loader = _session_loader(fs, h)
+        elif fs is not None:
+            loader = _memory_loader(fs, h.uri)
+        out.append(
+            Candidate(
+                key=hit_key(h),
+                section=section,
+                priority=priority,
+                score=h.score,
+                order=start + i,
+                uri=h.uri,
+                views=[[Unit(text, list(h.source_refs))]],
+                loader=loader,
+            )
+        )
+    return out
+
+
+def _memory_loader(fs: ContextFS | None, uri: str) -> Callable[[], list[View]]:
+    def load() -> list[View]:
+        if fs is None:
+            return []
+        node = fs.read_node(uri)
+        refs = list(node.source_refs)
+        head = split_units(node.abstract, refs, derived=True)[:1]
+        views: list[View] = []
+        if node.overview.strip():
+            views.append(head + split_units(node.overview, refs, derived=True))
+        if node.content.strip():
+            views.append(head + split_units(node.content, refs, derived=True))
+        return views
+
+    return load
+
+
+def _session_loader(fs: ContextFS | None, hit: FindHit) -> Callable[[], list[View]]:
+    def load() -> list[View]:
+        refs = list(hit.source_refs)
+        node = None
+        if fs is not None:
+            node = fs.read_node(hit.uri)
+            refs = list(node.source_refs)
+        views: list[View] = []
+        if hit.chunk_text:
+            views.append(split_units(hit.chunk_text, refs, derived=False))
+        if node is not None and node.content.strip():
+            views.append(split_units(node.content, refs, derived=False))
+        return views
+
+    return load
+
+
+__all__ = [
+    "Candidate",
+    "View",
+    "cited",
+    "conversation_candidates",
+    "hit_candidates",
+    "preference_candidates",
+    "render",
+]

@@ -1,0 +1,193 @@
+"""ReadPath: the read side wired from its parts (index replica, embedder, FS, LLM) — what the
+service, the CLI and the benchmarks call. Every call takes a `RequestContext`: the account is
+always applied and only the owner spaces the context may see are searched or read."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from psycopg.types.json import Jsonb
+
+from ctxpipe.core.models import NodeStat, NodeSummary, RelationEdge
+from ctxpipe.core.session import Message, RequestContext
+from ctxpipe.fs import ContextFS, FSRelationStore
+from ctxpipe.providers.base import LLM, Embedder
+from ctxpipe.retrieval.access import check_readable, owner_spaces, visible
+from ctxpipe.retrieval.config import RetrievalConfig
+from ctxpipe.retrieval.context_builder import ContextBuilder, ContextRequest, ContextResult
+from ctxpipe.retrieval.find import HybridFinder
+from ctxpipe.retrieval.incremental import PgSnapshotStore, SnapshotStore
+from ctxpipe.retrieval.intent import IntentAnalyzer
+from ctxpipe.retrieval.models import FindFilters, FindResult, SearchResult
+from ctxpipe.retrieval.recall_stats import RecallStatsStore
+from ctxpipe.retrieval.search import SearchEngine
+from ctxpipe.retrieval.tokens import TokenCounter, counter_for_model
+from ctxpipe.storage.db import Database
+from ctxpipe.storage.queries import Queries
+
+if TYPE_CHECKING:
+    from ctxpipe.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+class ReadPath:
+    def __init__(
+        self,
+        db: Database,
+        embedder: Embedder,
+        fs: ContextFS,
+        llm: LLM,
+        *,
+        schema: str = "ctx",
+        config: RetrievalConfig | None = None,
+        counter: TokenCounter | None = None,
+        snapshots: SnapshotStore | None = None,
+        relations: FSRelationStore | None = None,
+    ) -> None:
+        self.config = config or RetrievalConfig()
+        self.db = db
+        self.fs = fs
+        self.schema = schema
+        self.queries = Queries(schema)
+        self.counter = counter or counter_for_model(embedder.model_name)
+        self.recall_stats = RecallStatsStore(db, schema)
+        self.finder = HybridFinder(
+            db,
+            embedder,
+            self.counter,
+            schema=schema,
+            config=self.config.find,
+            recall_stats=self.recall_stats,
+        )
+        self.intent = IntentAnalyzer(llm, self.config.intent)
+        self.searcher = SearchEngine(self.finder, self.intent, self.config.hierarchical)
+        self.builder = ContextBuilder(
+            self.counter,
+            finder=self.finder,
+            fs=fs,
+            intent=self.intent,
+            config=self.config.context,
+            snapshots=snapshots or PgSnapshotStore(db, schema),
+            schema=schema,
+        )
+        self.relations = relations or FSRelationStore(fs)
+
+    @classmethod
+    def from_runtime(cls, rt: Runtime, config: RetrievalConfig | None = None) -> ReadPath:
+        return cls(
+            rt.db,
+            rt.embedder,
+            rt.fs,
+            rt.llm,
+            schema=rt.settings.db_schema,
+            config=config,
+            relations=rt.relations,
+        )
+
+    # ------------------------------------------------------------------ scope
+    def user_sessions(self, ctx: RequestContext) -> list[str]:
+        """Owner spaces of the sessions that belong to `ctx`'s user."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self.queries["retrieval_user_sessions"],
+                {
+                    "account": ctx.account_id,
+                    "owner": Jsonb({"user_id": ctx.user_id}),
+                    "space": ctx.user_space,
+                },
+            ).fetchall()
+        return sorted(str(r[0]) for r in rows)
+
+    def filters_for(
+        self,
+        ctx: RequestContext,
+        *,
+        scopes: Sequence[str] | None = None,
+        categories: Sequence[str] | None = None,
+        context_types: Sequence[str] | None = None,
+        min_score: float = 0.0,
+    ) -> FindFilters:
+        """The filters of a request: its account, the owner spaces it may see, and the
+        caller's narrowing (URI prefixes, categories, context types)."""
+        prefixes = None
+        if scopes:
+            prefixes = []
+            for s in scopes:
+                u = check_readable(ctx, s, self._session_is_users(ctx))
+                prefixes.append(str(u.as_dir()) if u.segments else str(u))
+        return FindFilters(
+            account_id=ctx.account_id,
+            owner_spaces=owner_spaces(ctx, self.user_sessions(ctx)),
+            uri_prefixes=prefixes,
+            categories=list(categories) if categories else None,
+            context_types=list(context_types) if context_types else None,
+            min_score=min_score,
+        )
+
+    def _session_is_users(self, ctx: RequestContext) -> Any:
+        cache: dict[str, set[str]] = {}
+
+        def check(session_id: str) -> bool:
+            if "s" not in cache:
+                cache["s"] = {s.split("/", 1)[1] for s in self.user_sessions(ctx)}
+            return session_id in cache["s"]
+
+        return check
+
+    # ------------------------------------------------------------------ reads
+    def find(
+        self, query: str, ctx: RequestContext, top_k: int | None = None, **narrow: Any
+    ) -> FindResult:
+        return self.finder.find(query, self.filters_for(ctx, **narrow), top_k)
+
+    def search(
+        self,
+        query: str,
+        ctx: RequestContext,
+        recent: Sequence[Message | dict[str, Any]] = (),
+        **narrow: Any,
+    ) -> SearchResult:
+        return self.searcher.search(
+            query, self.filters_for(ctx, **narrow), recent=recent, ctx=ctx, agent_id=ctx.agent_id
+        )
+
+    def build_context(self, req: ContextRequest, ctx: RequestContext) -> ContextResult:
+        return self.builder.build(req, ctx, self.filters_for(ctx))
+
+    def read(self, uri: str, level: int, ctx: RequestContext) -> str:
+        u = check_readable(ctx, uri, self._session_is_users(ctx))
+        return self.fs.read_level(u, level, ctx)
+
+    def stat(self, uri: str, ctx: RequestContext) -> NodeStat:
+        u = check_readable(ctx, uri, self._session_is_users(ctx))
+        return self.fs.stat_node(u, ctx)
+
+    def ls(self, uri: str, ctx: RequestContext) -> list[NodeSummary]:
+        return self._listing(uri, ctx, depth=1)
+
+    def tree(self, uri: str, ctx: RequestContext, depth: int = 3) -> list[NodeSummary]:
+        return self._listing(uri, ctx, depth=depth)
+
+    def _listing(self, uri: str, ctx: RequestContext, depth: int) -> list[NodeSummary]:
+        """Children of `uri`; at a scope root only the owners `ctx` may see are listed."""
+        u = self.fs.parse(uri, ctx)
+        if u.segments:
+            check_readable(ctx, u, self._session_is_users(ctx))
+            return self.fs.list_children(u, depth=depth, ctx=ctx)
+        spaces = owner_spaces(ctx, self.user_sessions(ctx))
+        children = self.fs.list_children(u, depth=depth, ctx=ctx)
+        return [c for c in children if visible(ctx, c.uri, spaces)]
+
+    def relations_of(self, uri: str, ctx: RequestContext) -> list[RelationEdge]:
+        """Edges of a node, without those pointing at data `ctx` may not see."""
+        u = check_readable(ctx, uri, self._session_is_users(ctx))
+        spaces = owner_spaces(ctx, self.user_sessions(ctx))
+        return [
+            e for e in self.relations.get_edges(u, ctx) if visible(ctx, e.to_uri, spaces)
+        ]
+
+
+__all__ = ["ReadPath"]

@@ -1,0 +1,159 @@
+"""Text helpers of the read path: query terms, the full-text query, and the units of a chunk
+with the message ids each one cites.
+
+Citations. Session archives store L2 as ``[msgid] role (name): text`` lines and memories cite
+their turns per line (``… [D1:3, D2:4]``). A unit (a line) cites the ids in its markers that the
+chunk's `source_refs` also hold. A unit without markers cites the chunk's refs when the chunk is
+derived from those turns (a memory's L0 line); a summary of a session (an archive's L0/L1)
+contains no turn and cites none.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are aren't as at be because been
+    before being below between both but by can can't cannot could couldn't did didn't do does
+    doesn't doing don't down during each few for from further had hadn't has hasn't have haven't
+    having he he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll
+    i'm i've if in into is isn't it it's its itself let's me more most mustn't my myself no nor
+    not of off on once only or other ought our ours ourselves out over own same shan't she she'd
+    she'll she's should shouldn't so some such than that that's the their theirs them themselves
+    then there there's these they they'd they'll they're they've this those through to too under
+    until up very was wasn't we we'd we'll we're we've were weren't what what's when when's where
+    where's which while who who's whom why why's with won't would wouldn't you you'd you'll
+    you're you've your yours yourself yourselves s t d ll m re ve also just get got like would
+    will shall may might must one ever""".split()
+)
+_WORD_RE = re.compile(r"[A-Za-z0-9]+")
+# "[D1:3]" / "[m-1, m-2]" / "[D1:13, D2:16]" — message ids inside square brackets
+_MARKER_RE = re.compile(r"\[([A-Za-z0-9][\w.@:-]*(?:\s*,\s*[A-Za-z0-9][\w.@:-]*)*)\]")
+# an archive line: "[msgid] role (name): text"
+_LINE_RE = re.compile(r"^\[([^\]]+)\]\s+(user|assistant|system|tool)(?:\s+\(([^)]*)\))?:\s*(.*)$")
+_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+
+
+def stem(word: str) -> str:
+    """A light English stemmer, only used to match query words against unit words."""
+    w = word.lower()
+    for suffix, keep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", ""),
+                         ("s", ""), ("ly", "")):  # fmt: skip
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3 and not w.endswith("ss"):
+            return w[: len(w) - len(suffix)] + keep
+    return w
+
+
+def words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD_RE.findall(text)]
+
+
+def query_terms(query: str, limit: int = 12) -> list[str]:
+    """Distinct content words of the query, in order (stopwords and 1-letter words dropped)."""
+    out: list[str] = []
+    for w in words(query):
+        if len(w) < 2 or w in STOPWORDS or w in out:
+            continue
+        out.append(w)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def tsquery_or(terms: Sequence[str]) -> str:
+    """``a | b | c`` for ``to_tsquery('english', …)`` (terms are [a-z0-9]+ only)."""
+    safe = [t for t in terms if re.fullmatch(r"[a-z0-9]+", t)]
+    return " | ".join(safe)
+
+
+def bm25_idf(df: int, n: int) -> float:
+    return math.log(1.0 + (max(n, df) - df + 0.5) / (df + 0.5))
+
+
+@dataclass
+class Unit:
+    """One line (or sentence) of a chunk, as returned to the caller."""
+
+    text: str
+    refs: list[str] = field(default_factory=list)
+    index: int = 0
+
+
+def _qualify(ids: Iterable[str], chunk_refs: Sequence[str]) -> list[str]:
+    """Map bare marker ids to the chunk's qualified refs (``session:msgid``)."""
+    out: list[str] = []
+    for mid in ids:
+        mid = mid.strip()
+        matches = [r for r in chunk_refs if r == mid or r.endswith(":" + mid)]
+        for r in matches:
+            if r not in out:
+                out.append(r)
+    return out
+
+
+def _render_line(m: re.Match[str]) -> str:
+    role, name, text = m.group(2), m.group(3), m.group(4)
+    who = name.strip() if name and name.strip() else role
+    return f"{who}: {text.strip()}"
+
+
+def split_units(
+    text: str, chunk_refs: Sequence[str], *, derived: bool, max_sentences: bool = False
+) -> list[Unit]:
+    """The units of a chunk with what each cites.
+
+    `derived`: a unit without markers cites every ref of the chunk (a memory derived from
+    those turns); otherwise it cites none. `max_sentences`: also split long prose into
+    sentences (units without markers)."""
+    units: list[Unit] = []
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        m = _LINE_RE.match(ln)
+        if m:
+            ids = [x for x in m.group(1).split(",")]
+            refs = _qualify(ids, chunk_refs)
+            units.append(Unit(_render_line(m), refs))
+            continue
+        marker_ids: list[str] = []
+        for mm in _MARKER_RE.finditer(ln):
+            marker_ids.extend(mm.group(1).split(","))
+        refs = _qualify(marker_ids, chunk_refs)
+        clean = _MARKER_RE.sub("", ln).strip()
+        clean = re.sub(r"^(?:[-*\u2022]|\d+[.)])\s+", "", clean)
+        clean = re.sub(r"\s+([.,;:!?])", r"\1", clean)
+        clean = re.sub(r"\s{2,}", " ", clean)
+        if not refs and derived:
+            refs = list(chunk_refs)
+        if max_sentences and not marker_ids:
+            for s in _SENTENCE_RE.split(clean):
+                if s.strip():
+                    units.append(Unit(s.strip(), list(refs)))
+        else:
+            units.append(Unit(clean, refs))
+    for i, u in enumerate(units):
+        u.index = i
+    return units
+
+
+def lexical_score(unit_text: str, weights: dict[str, float]) -> float:
+    """Sum of the weights of query terms (stemmed) that occur in the unit."""
+    if not weights:
+        return 0.0
+    present = {stem(w) for w in words(unit_text)}
+    return sum(wt for term, wt in weights.items() if stem(term) in present)
+
+
+__all__ = [
+    "STOPWORDS",
+    "Unit",
+    "bm25_idf",
+    "lexical_score",
+    "query_terms",
+    "split_units",
+    "stem",
+    "tsquery_or",
+    "words",
+]

@@ -1,0 +1,103 @@
+-- The claim side of the outbox (seed 004 §14.3), used by the index workers.
+-- An event is due when it is pending, or failed with its backoff elapsed, or claimed by a
+-- worker whose lease expired (that worker is presumed lost: the attempt counts as a failure;
+-- the last attempt's expiry is left to outbox_reclaim, which marks it dead).
+
+-- name: outbox_claim
+WITH due AS (
+    SELECT event_id
+    FROM {{schema}}.outbox_events
+    WHERE (status IN ('pending', 'failed') AND next_attempt_at <= now())
+       OR (status = 'claimed' AND lease_until < now() AND retry_count + 1 < max_retries)
+    ORDER BY next_attempt_at, created_at, event_id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {{schema}}.outbox_events AS e
+SET status = 'claimed',
+    worker_id = %(worker_id)s,
+    lease_until = now() + make_interval(secs => %(lease_s)s),
+    retry_count = e.retry_count + CASE WHEN e.status = 'claimed' THEN 1 ELSE 0 END,
+    updated_at = now()
+FROM due
+WHERE e.event_id = due.event_id
+RETURNING e.event_id, e.event_type, e.uri, e.payload, e.status, e.retry_count, e.max_retries,
+          e.worker_id, e.lease_until, e.next_attempt_at, e.created_at, e.updated_at,
+          e.error_message
+
+-- name: outbox_done
+UPDATE {{schema}}.outbox_events
+SET status = 'done', done_at = now(), lease_until = NULL, error_message = NULL,
+    updated_at = now()
+WHERE event_id = ANY(%(event_ids)s)
+  AND status = 'claimed'
+  AND (%(worker_id)s::text IS NULL OR worker_id = %(worker_id)s::text)
+RETURNING event_id
+
+-- name: outbox_fail
+UPDATE {{schema}}.outbox_events
+SET retry_count = retry_count + 1,
+    status = CASE WHEN NOT %(retryable)s OR retry_count + 1 >= max_retries
+                  THEN 'dead' ELSE 'failed' END,
+    next_attempt_at = now() + make_interval(
+        secs => LEAST(%(backoff_base_s)s * power(2, retry_count), %(backoff_max_s)s)),
+    error_message = %(error)s,
+    lease_until = NULL,
+    updated_at = now()
+WHERE event_id = %(event_id)s
+  AND status = 'claimed'
+  AND (%(worker_id)s::text IS NULL OR worker_id = %(worker_id)s::text)
+RETURNING status, retry_count, next_attempt_at
+
+-- name: outbox_reclaim
+UPDATE {{schema}}.outbox_events
+SET retry_count = retry_count + 1,
+    status = CASE WHEN retry_count + 1 >= max_retries THEN 'dead' ELSE 'pending' END,
+    error_message = 'lease expired: worker ' || COALESCE(worker_id, '?') || ' was lost',
+    lease_until = NULL,
+    next_attempt_at = now(),
+    updated_at = now()
+WHERE status = 'claimed' AND lease_until < now()
+RETURNING event_id, status
+
+-- name: outbox_requeue
+UPDATE {{schema}}.outbox_events
+SET status = 'pending', retry_count = 0, next_attempt_at = now(), lease_until = NULL,
+    worker_id = NULL, updated_at = now()
+WHERE status = 'dead' AND (%(all)s OR event_id = ANY(%(event_ids)s))
+RETURNING event_id
+
+-- name: outbox_append_rearm
+INSERT INTO {{schema}}.outbox_events
+    (event_id, event_type, uri, account_id, payload, status, max_retries, next_attempt_at)
+VALUES
+    (%(event_id)s, %(event_type)s, %(uri)s, %(account_id)s, %(payload)s, 'pending',
+     %(max_retries)s, now())
+ON CONFLICT (event_id) DO UPDATE
+SET status = 'pending', retry_count = 0, next_attempt_at = now(), lease_until = NULL,
+    worker_id = NULL, error_message = NULL, done_at = NULL, payload = EXCLUDED.payload,
+    updated_at = now()
+WHERE {{schema}}.outbox_events.status = 'done'
+RETURNING event_id
+
+-- name: outbox_list
+SELECT event_id, event_type, uri, payload, status, retry_count, max_retries, worker_id,
+       lease_until, next_attempt_at, created_at, updated_at, error_message
+FROM {{schema}}.outbox_events
+WHERE status = ANY(%(statuses)s)
+ORDER BY created_at, event_id
+LIMIT %(limit)s
+
+-- name: outbox_get
+SELECT event_id, event_type, uri, payload, status, retry_count, max_retries, worker_id,
+       lease_until, next_attempt_at, created_at, updated_at, error_message
+FROM {{schema}}.outbox_events
+WHERE event_id = %(event_id)s
+
+-- name: outbox_counts
+SELECT status, count(*) FROM {{schema}}.outbox_events GROUP BY status
+
+-- name: outbox_oldest_pending
+SELECT EXTRACT(EPOCH FROM (now() - min(created_at)))::float8
+FROM {{schema}}.outbox_events
+WHERE status IN ('pending', 'failed')

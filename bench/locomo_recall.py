@@ -103,7 +103,9 @@ def evidence_ids(raw: Sequence[str]) -> set[str]:
 # ------------------------------------------------------------------ metrics
 class Tally:
     def __init__(self) -> None:
-        self.rows: dict[str, dict[int, list[dict[str, float]]]] = defaultdict(lambda: defaultdict(list))
+        self.rows: dict[str, dict[int, list[dict[str, float]]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
 
     def add(self, system: str, category: int, row: dict[str, float]) -> None:
         self.rows[system][category].append(row)
@@ -122,9 +124,7 @@ class Tally:
         return len(self.rows[system][category])
 
 
-def score_ranked(
-    ranked: Sequence[tuple[set[str], int]], evidence: set[str]
-) -> dict[str, float]:
+def score_ranked(ranked: Sequence[tuple[set[str], int]], evidence: set[str]) -> dict[str, float]:
     """ranked: (cited turn ids, tokens) per returned item, best first."""
 
     def cited(k: int) -> set[str]:
@@ -393,7 +393,9 @@ def evaluate(
             tally.add(system, cat, score_ranked(ranked, evidence))
         found = read.finder.find(question, filters, 10, query_vector=list(qvec))
         tally.add(
-            "ctxpipe find", cat, score_ranked([(hit_ids(h), h.tokens) for h in found.hits], evidence)
+            "ctxpipe find",
+            cat,
+            score_ranked([(hit_ids(h), h.tokens) for h in found.hits], evidence),
         )
         if not args.no_search:
             res = read.searcher.search(question, filters, ctx=ctx, agent_id=ctx.agent_id)

@@ -36,11 +36,10 @@ def make_app(settings: Settings | None = None) -> Celery:
         result_expires=7 * 24 * 3600,  # far longer than any chord
         result_backend_always_retry=True,
         result_backend_max_retries=20,
-        result_extended=True,
         broker_connection_retry_on_startup=True,
+        # Flower: workers emit task events (received/started/succeeded/failed); no extra
+        # STARTED writes to the result backend and no sent-events on the hot path.
         worker_send_task_events=True,
-        task_send_sent_event=True,
-        task_track_started=True,
         task_queues=TASK_QUEUES,
         task_default_queue=COMMIT,
         task_routes=TASK_ROUTES,

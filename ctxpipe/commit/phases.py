@@ -7,6 +7,7 @@ Phases 1-3 write nothing but the archive; phase 4 is the commit point; phase 5 i
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from contextlib import ExitStack
@@ -34,6 +35,8 @@ from ctxpipe.core.models import (
     CommitStats,
     ExtractionResult,
     OutboxEvent,
+    RelationEdge,
+    RelationOp,
     SessionArchive,
     WriteResult,
     stable_id,
@@ -186,29 +189,50 @@ async def write_phase(
     with ExitStack() as stack:
         for key in owner_lock_keys(req, plan.items):
             stack.enter_context(c.lock.hold(key, c.settings.lock_timeout_s))
-        for item in plan.items:
-            cat = item.plan.category.value if item.plan.category else ""
+
+        def apply(item: PlanItem) -> WriteResult | Exception:
             try:
+                return writer.apply_plan(req.ctx, item.plan, req.commit_id)
+            except Exception as exc:  # noqa: BLE001 - handled per item below
+                return exc
+
+        # Nodes are independent (distinct targets, each with its own node lock): write them
+        # concurrently so their fsyncs share journal commits.
+        first = await asyncio.gather(*(asyncio.to_thread(apply, i) for i in plan.items))
+        for item, outcome in zip(plan.items, first, strict=True):
+            cat = item.plan.category.value if item.plan.category else ""
+            if isinstance(outcome, VersionConflictError):
                 try:
-                    result = writer.apply_plan(req.ctx, item.plan, req.commit_id)
-                except VersionConflictError:
                     item = await _replan(c, req, item)
-                    result = writer.apply_plan(req.ctx, item.plan, req.commit_id)
-            except Exception as exc:  # noqa: BLE001 - one node failing never aborts the batch
-                log.warning("write failed for %s: %s", item.plan.target_uri, exc)
-                result = WriteResult(
-                    uri=item.plan.target_uri, action=item.plan.action, error=str(exc)[:500]
+                    outcome = writer.apply_plan(req.ctx, item.plan, req.commit_id)
+                except Exception as exc:  # noqa: BLE001
+                    outcome = exc
+            if isinstance(outcome, Exception):  # one node failing never aborts the batch
+                log.warning("write failed for %s: %s", item.plan.target_uri, outcome)
+                outcome = WriteResult(
+                    uri=item.plan.target_uri, action=item.plan.action, error=str(outcome)[:500]
                 )
-                out.failed.append(f"{item.plan.target_uri}: {exc}")
-            out.write_results.append(result)
-            categories.append((result, cat))
+                out.failed.append(f"{item.plan.target_uri}: {outcome.error}")
+            out.write_results.append(outcome)
+            categories.append((outcome, cat))
         if not req.options.skip_relations and c.settings.commit.enable_relations:
             rel = RelationWriter(c.relations)
-            for uri, ops in derive_edges(categories, archive.archive_uri).items():
+
+            def relate(uri: str, ops: list[RelationOp]) -> list[RelationEdge] | Exception:
                 try:
-                    out.relation_edges.extend(rel.apply_edges(uri, ops))
+                    return rel.apply_edges(uri, ops)
                 except Exception as exc:  # noqa: BLE001
-                    out.failed.append(f"relations of {uri}: {exc}")
+                    return exc
+
+            edges = derive_edges(categories, archive.archive_uri)
+            done = await asyncio.gather(
+                *(asyncio.to_thread(relate, uri, ops) for uri, ops in edges.items())
+            )
+            for uri, written in zip(edges, done, strict=True):
+                if isinstance(written, Exception):
+                    out.failed.append(f"relations of {uri}: {written}")
+                else:
+                    out.relation_edges.extend(written)
     out.duration_ms = _ms(started)
     return out
 

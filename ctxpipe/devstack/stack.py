@@ -228,15 +228,20 @@ class DevStack:
     # ------------------------------------------------------------------ down
     def down(self, timeout: float = 15.0, notify: Notify = _quiet) -> StackStatus:
         """Stop the Celery processes (SIGTERM to each process group, SIGKILL after `timeout`),
-        then Redis and PostgreSQL. Raises OSError if any process survives."""
+        then Redis and PostgreSQL. Every piece is attempted even if one fails; raises
+        OSError/StorageError afterwards if anything could not be stopped or survives."""
         actions: dict[str, str] = {}
+        errors: list[str] = []
         with self._locked():
             before = self.status()
             records = [ProcRecord.load(self.run_dir, s.name) for s in self.specs]
             live = [r for r in records if r is not None]
             notify("celery", f"stopping {sum(r.alive() for r in live)} process(es)")
-            for name in stop_all(live, timeout):
-                actions[name] = "stopped"
+            try:
+                for name in stop_all(live, timeout):
+                    actions[name] = "stopped"
+            except OSError as exc:
+                errors.append(str(exc))
             for spec in self.specs:
                 ProcRecord.remove(self.run_dir, spec.name)
             for server in (self.redis, self.postgres):
@@ -244,13 +249,18 @@ class DevStack:
                     actions[server.name] = "external (left running)"
                     continue
                 notify(server.name, "stopping")
-                if server.stop():
-                    actions[server.name] = "stopped"
+                try:
+                    if server.stop():
+                        actions[server.name] = "stopped"
+                except (StorageError, OSError) as exc:
+                    errors.append(f"{server.name}: {exc}")
             survivors = [
                 p for c in before.components if c.managed for p in c.pids if process_alive(p)
             ]
             if survivors:
-                raise OSError(f"processes still alive after `dev down`: {sorted(survivors)}")
+                errors.append(f"processes still alive after `dev down`: {sorted(survivors)}")
+            if errors:
+                raise OSError("; ".join(errors))
         status = self.status()
         for c in status.components:
             c.action = actions.get(c.name, "not running")

@@ -81,7 +81,8 @@ def by_name(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def stack_processes(marker: str) -> list[int]:
-    """Live processes whose command line or environment mentions `marker` (our temp dir)."""
+    """Live processes whose command line, environment or working directory mentions `marker`
+    (our temp dir). The cwd matters: redis-server rewrites its command line and environment."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -89,9 +90,11 @@ def stack_processes(marker: str) -> list[int]:
         try:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
             environ = Path(f"/proc/{entry}/environ").read_bytes()
+            cwd = os.readlink(f"/proc/{entry}/cwd")
         except OSError:
             continue
-        if (marker.encode() in cmdline or marker.encode() in environ) and pid_alive(int(entry)):
+        mentions = marker.encode() in cmdline or marker.encode() in environ or marker in cwd
+        if mentions and pid_alive(int(entry)):
             found.append(int(entry))
     return found
 
@@ -121,7 +124,7 @@ def dev_env(stack_dir: Path) -> Iterator[dict[str, str]]:
     run_cli(env, stack_dir, "dev", "down", "--timeout", "5")
     for pid in stack_processes(str(stack_dir)):
         try:
-            os.killpg(pid, 9)
+            os.kill(pid, 9)
         except OSError:
             pass
 

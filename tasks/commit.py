@@ -39,11 +39,16 @@ class CommitTask(Task):
         return context.ledger(self.settings)
 
     def guard(self, commit_id: str) -> None:
+        """Count this delivery; record retries/redeliveries in the ledger; stop a task whose
+        every delivery killed its worker instead of looping on it forever."""
+        phase = self.name.rsplit(".", 1)[-1]
         n = context.count_delivery(self.settings, self.request.id, self.request.retries)
+        if n > 1 or self.request.retries:
+            self.ledger().bump_attempt(commit_id, phase)
         if n > context.MAX_DELIVERIES:
             msg = f"{self.name} was delivered {n} times without finishing (worker lost)"
-            self.ledger().fail(commit_id, self.name.rsplit(".", 1)[-1], msg)
-            raise CommitError(msg, phase=self.name.rsplit(".", 1)[-1])
+            self.ledger().fail(commit_id, phase, msg)
+            raise CommitError(msg, phase=phase)
 
 
 def _task(name: str, **kw: Any):  # type: ignore[no-untyped-def]

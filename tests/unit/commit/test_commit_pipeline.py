@@ -164,8 +164,9 @@ def test_every_phase_rerun_with_the_same_input_changes_nothing(make_components, 
 
     async def run():  # type: ignore[no-untyped-def]
         archived = await phases.archive_phase(comp, req)
-        results = [await phases.extract_phase(comp, n, req, archived.archive)
-                   for n in EXTRACTOR_NAMES]
+        results = [
+            await phases.extract_phase(comp, n, req, archived.archive) for n in EXTRACTOR_NAMES
+        ]
         plan = await phases.plan_phase(comp, req, archived.archive, results)
         written = await phases.write_phase(comp, req, archived.archive, plan)
         first = phases.register_phase(comp, req, archived.archive, plan, written)
@@ -173,12 +174,14 @@ def test_every_phase_rerun_with_the_same_input_changes_nothing(make_components, 
 
         again = await phases.write_phase(comp, req, archived.archive, plan)  # redelivered write
         assert [(w.uri, w.node_version) for w in again.write_results] == [
-            (w.uri, w.node_version) for w in written.write_results]
+            (w.uri, w.node_version) for w in written.write_results
+        ]
         assert again.archive == written.archive
         second = phases.register_phase(comp, req, archived.archive, plan, again)
         assert snapshot(unit_settings.fs_root) == tree
         assert outbox.events == events
         assert {e.event_id for e in second.outbox_events} == {
-            e.event_id for e in first.outbox_events}
+            e.event_id for e in first.outbox_events
+        }
 
     asyncio.run(run())

@@ -1,0 +1,122 @@
+"""The commit pipeline on the `openai` provider, against a chat-completions server on
+127.0.0.1: a model that answers in schema works end to end (and its token usage lands in the
+commit stats); a model that only ever answers garbage fails the commit with nothing written."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from conftest import SESSION_1, commit, request, snapshot
+
+from ctxpipe.core.enums import CommitStatus
+from ctxpipe.core.errors import CommitError
+from ctxpipe.providers.openai_llm import OpenAICompatibleLLM
+
+
+def answer(schema_name: str, prompt: str) -> str:
+    """A tiny 'model': valid JSON for each prompt kind, citing ids seen in the prompt."""
+    if "archive" in schema_name:
+        return json.dumps(
+            {
+                "summary": "Alice talked about her job and an Airflow error.",
+                "key_topics": ["airflow"],
+                "key_decisions": [],
+                "unresolved": [],
+            }
+        )
+    if "profile" in schema_name:
+        assert "[m1]" in prompt
+        return json.dumps(
+            {
+                "memories": [
+                    {
+                        "category": "profile",
+                        "routing_key": "profile",
+                        "abstract": "Alice is a data engineer at Acme Corp in Berlin.",
+                        "overview": "- data engineer at Acme Corp\n- lives in Berlin",
+                        "content": "- works as a data engineer at Acme Corp [m1]\n"
+                        "- lives in Berlin [m1]",
+                        "confidence": 0.9,
+                        "source_refs": ["m1"],
+                    }
+                ]
+            }
+        )
+    if "extraction" in schema_name:
+        return json.dumps({"memories": []})
+    raise AssertionError(f"unexpected prompt {schema_name}")
+
+
+@pytest.fixture
+def chat_server() -> Iterator[dict[str, Any]]:
+    state: dict[str, Any] = {"garbage": False, "calls": 0}
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            state["calls"] += 1
+            name = payload["response_format"]["json_schema"]["name"]
+            prompt = payload["messages"][-1]["content"]
+            content = "{not json" if state["garbage"] else answer(name, prompt)
+            body = json.dumps(
+                {
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": content},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 120, "completion_tokens": 30},
+                }
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state["url"] = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+def openai_llm(settings, url: str) -> OpenAICompatibleLLM:  # type: ignore[no-untyped-def]
+    s = settings.model_copy(
+        update={"llm_provider": "openai", "llm_base_url": url, "llm_max_retries": 2}
+    )
+    return OpenAICompatibleLLM(s, retry_wait_s=0.01, retry_wait_max_s=0.02)
+
+
+def test_commit_on_openai_provider_records_token_usage(make_components, unit_settings, chat_server):
+    comp = make_components(llm=openai_llm(unit_settings, chat_server["url"]))
+    result = commit(comp, request(SESSION_1))
+    assert result.status is CommitStatus.SUCCESS, result.reason
+    profile = comp.fs.read_node("ctx://acme/users/alice/memories/profile")
+    assert "data engineer" in profile.content and "s1:m1" in profile.source_refs
+    assert result.stats.llm_calls == chat_server["calls"] == 5  # archive + 4 extractors
+    assert result.stats.llm_prompt_tokens == 5 * 120
+    assert result.stats.llm_completion_tokens == 5 * 30
+
+
+def test_model_that_only_answers_garbage_fails_cleanly(make_components, unit_settings, chat_server):
+    chat_server["garbage"] = True
+    comp = make_components(llm=openai_llm(unit_settings, chat_server["url"]))
+    with pytest.raises(CommitError) as info:
+        commit(comp, request(SESSION_1))
+    assert info.value.phase == "archive"
+    assert "archive" in str(info.value)
+    assert chat_server["calls"] == 3  # one attempt + two retries, then a clear error
+    assert snapshot(unit_settings.fs_root) == {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from contextlib import ExitStack
 
@@ -96,6 +97,22 @@ def _recalled_texts(c: CommitComponents, req: CommitRequest) -> list[str]:
     return texts
 
 
+_REF_GROUP = re.compile(r"\[([^\[\]\n]{1,400})\]")
+
+
+def qualify_text_refs(text: str, session_id: str, ids: set[str]) -> str:
+    """`[m1, m3]` → `[s1:m1, s1:m3]` when every token is a message id of this session, so a
+    memory that accumulates facts from many sessions still cites unambiguous turns."""
+
+    def sub(m: re.Match[str]) -> str:
+        tokens = [t.strip() for t in m.group(1).split(",")]
+        if not tokens or not all(t in ids for t in tokens):
+            return m.group(0)
+        return "[" + ", ".join(f"{session_id}:{t}" for t in tokens) + "]"
+
+    return _REF_GROUP.sub(sub, text)
+
+
 def plan_context(c: CommitComponents, req: CommitRequest, usage: LLMUsage) -> PlanContext:
     dedup = None
     if c.settings.commit.enable_dedup and not req.options.skip_dedup:
@@ -131,6 +148,17 @@ async def plan_phase(
         recalled_texts=_recalled_texts(c, req),
         max_candidates=cap,
     )
+    ids = {m.id for m in req.messages}
+    sid = req.ctx.session_id
+    kept = [
+        k.model_copy(
+            update={
+                "overview": qualify_text_refs(k.overview, sid, ids),
+                "content": qualify_text_refs(k.content, sid, ids),
+            }
+        )
+        for k in kept
+    ]
     pc = plan_context(c, req, usage)
     try:
         items = await PolicyRouter(c.fs).plan_all(kept, pc)

@@ -144,4 +144,7 @@ class ContextEngineService:
             time.sleep(poll_s)
 
     def close(self) -> None:
+        closer = getattr(self.dispatcher, "close", None)
+        if closer is not None:
+            closer()
         self.runtime.close()

@@ -13,7 +13,7 @@ from ctxpipe.core.errors import CommitError
 from ctxpipe.core.session import SessionInput
 from tasks import context
 from tasks.app import app
-from tasks.queues import ARCHIVE, EXTRACT_TASKS, PLAN, REGISTER, SUBMIT, WRITE
+from tasks.queues import ARCHIVE, EXTRACT_TASKS, PLAN, REGISTER, START, SUBMIT, WRITE
 
 
 class CommitTask(Task):
@@ -114,10 +114,17 @@ def workflow(commit_id: str, start: str = "archive") -> Signature:
     return chain(*parts)
 
 
+@app.task(name=START, ignore_result=True, acks_late=True)
+def start(commit_id: str, phase: str = "archive") -> None:
+    """Build and launch a commit's canvas on a worker: producers only send this one small
+    message (fire-and-forget) and follow the commit through the ledger."""
+    workflow(commit_id, phase).apply_async(add_to_parent=False)
+
+
 def enqueue(req: CommitRequest) -> str:
     """Record the commit in the ledger and start its workflow (idempotent by commit id)."""
     if steps.submit(context.ledger(app.conf.ctxpipe_settings), req):
-        workflow(req.commit_id).apply_async()
+        workflow(req.commit_id).apply_async(add_to_parent=False)
     return req.commit_id
 
 

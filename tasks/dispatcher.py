@@ -19,10 +19,12 @@ class CeleryDispatcher:
 
     def submit(self, req: CommitRequest) -> str:
         from ctxpipe.commit import steps
-        from tasks.commit import workflow
+        from tasks.app import app
+        from tasks.queues import START
 
         if steps.submit(self._ledger, req):
-            workflow(req.commit_id).apply_async()
+            # fire-and-forget: no result subscription is left behind in the producer
+            app.send_task(START, args=[req.commit_id], ignore_result=True)
         return req.commit_id
 
     def get(self, commit_id: str) -> CommitView:

@@ -126,6 +126,12 @@ def _check_embed_worker(sender: Any = None, **_: Any) -> None:
     except Exception as exc:  # noqa: BLE001
         log.critical("embed worker misconfigured, index drains will fail: %s", exc)
         return
+    emb = worker.indexer.embedder
+    log.info(
+        "embed worker ready: model %s (%d dims) matches the index replica's vector column",
+        emb.model_name,
+        emb.dimension,
+    )
     pool = type(getattr(sender, "pool", None)).__module__
     if pool.endswith(("solo", "threads")):  # never load the model in a prefork parent
         threading.Thread(target=_warm, args=(worker,), daemon=True).start()

@@ -8,6 +8,7 @@ COMMIT, EXTRACT, EMBED, MAINTENANCE = "commit", "extract", "embed", "maintenance
 QUEUES = (COMMIT, EXTRACT, EMBED, MAINTENANCE)
 
 SUBMIT = "ctxpipe.commit.submit"
+START = "ctxpipe.commit.start"
 ARCHIVE = "ctxpipe.commit.archive"
 EXTRACT_TASKS = {
     "profile": "ctxpipe.commit.extract_profile",

@@ -6,7 +6,6 @@ running the demo again re-uses the earlier commits (idempotent) instead of dupli
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import time
 from pathlib import Path
@@ -90,19 +89,6 @@ def wait_for_index(cfg: Settings, timeout: float, stall_s: float = 15.0) -> None
             if not busy or now >= deadline or now - last_change >= stall_s:
                 return
             time.sleep(0.5)
-
-
-def release_result_handles() -> None:
-    """Unsubscribe the result handles Celery keeps for the enqueued chords while the
-    interpreter is intact; left to exit, their `__del__` prints a traceback."""
-    from tasks.app import app as celery_app
-
-    backend = celery_app.backend
-    for mapping in getattr(backend, "_pending_results", ()):
-        for waiters in list(mapping.values()):
-            for result in list(waiters.values()):
-                backend.remove_pending_result(result)
-    gc.collect()
 
 
 def run_commits(
@@ -203,7 +189,6 @@ def demo_cmd(
         console.print(f"committing {len(sessions)} session(s) through Celery", highlight=False)
         ids, views = run_commits(service, sessions, timeout)
     finally:
-        release_result_handles()
         service.close()
     console.print(results_table(ids, views))
 

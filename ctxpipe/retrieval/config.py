@@ -23,10 +23,12 @@ class FindConfig(BaseModel):
     ef_search: int = Field(120, ge=1, le=1000)
     max_scan_tuples: int = Field(20000, ge=1)
     count_cache_s: float = Field(10.0, ge=0.0, description="owner row counts are cached this long")
+    # sentence ranking inside the candidates
+    dense_rows: int = Field(24, ge=0, description="chunks whose lines are embedded at query time")
     # what a hit returns
     snippet_tokens: int = Field(40, ge=8, description="token cap of the text a hit returns")
-    abstract_tokens: int = Field(40, ge=8, description="token cap of the L0 line of a hit")
-    max_hits_per_uri: int = Field(2, ge=1)
+    abstract_tokens: int = Field(32, ge=8, description="token cap of the L0 line of a hit")
+    max_hits_per_uri: int = Field(3, ge=1)
     record_recalls: bool = True
 
 

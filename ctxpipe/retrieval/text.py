@@ -75,11 +75,30 @@ def bm25_idf(df: int, n: int) -> float:
 
 @dataclass
 class Unit:
-    """One line (or sentence) of a chunk, as returned to the caller."""
+    """One line (or sentence) of a chunk, as returned to the caller.
+
+    `prefix` is the speaker of an archive line (``"Ann: "``), repeated on its sentences."""
 
     text: str
     refs: list[str] = field(default_factory=list)
     index: int = 0
+    prefix: str = ""
+
+    @property
+    def body(self) -> str:
+        return self.text[len(self.prefix) :] if self.prefix else self.text
+
+    def sentences(self) -> list[Unit]:
+        """The unit split into sentences (each keeps the prefix and the refs)."""
+        parts = [p.strip() for p in _SENTENCE_RE.split(self.body) if p.strip()]
+        if len(parts) <= 1:
+            return [self]
+        return [Unit(self.prefix + p, list(self.refs), self.index, self.prefix) for p in parts]
+
+
+def bm25_tokens(text: str) -> list[str]:
+    """Stemmed content words (the lexical view of a unit or a query)."""
+    return [stem(w) for w in words(text) if len(w) > 1 and w not in STOPWORDS]
 
 
 def _qualify(ids: Iterable[str], chunk_refs: Sequence[str]) -> list[str]:
@@ -94,28 +113,26 @@ def _qualify(ids: Iterable[str], chunk_refs: Sequence[str]) -> list[str]:
     return out
 
 
-def _render_line(m: re.Match[str]) -> str:
+def _render_line(m: re.Match[str]) -> tuple[str, str]:
     role, name, text = m.group(2), m.group(3), m.group(4)
     who = name.strip() if name and name.strip() else role
-    return f"{who}: {text.strip()}"
+    return f"{who}: ", text.strip()
 
 
-def split_units(
-    text: str, chunk_refs: Sequence[str], *, derived: bool, max_sentences: bool = False
-) -> list[Unit]:
-    """The units of a chunk with what each cites.
+def split_units(text: str, chunk_refs: Sequence[str], *, derived: bool) -> list[Unit]:
+    """The lines of a chunk with what each cites.
 
-    `derived`: a unit without markers cites every ref of the chunk (a memory derived from
-    those turns); otherwise it cites none. `max_sentences`: also split long prose into
-    sentences (units without markers)."""
+    `derived`: a line without markers cites every ref of the chunk (a memory derived from
+    those turns); otherwise (a session archive) it cites none."""
     units: list[Unit] = []
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for ln in lines:
+    for ln in (ln.strip() for ln in text.splitlines()):
+        if not ln:
+            continue
         m = _LINE_RE.match(ln)
         if m:
-            ids = [x for x in m.group(1).split(",")]
-            refs = _qualify(ids, chunk_refs)
-            units.append(Unit(_render_line(m), refs))
+            refs = _qualify(m.group(1).split(","), chunk_refs)
+            prefix, body = _render_line(m)
+            units.append(Unit(prefix + body, refs, prefix=prefix))
             continue
         marker_ids: list[str] = []
         for mm in _MARKER_RE.finditer(ln):
@@ -127,11 +144,7 @@ def split_units(
         clean = re.sub(r"\s{2,}", " ", clean)
         if not refs and derived:
             refs = list(chunk_refs)
-        if max_sentences and not marker_ids:
-            for s in _SENTENCE_RE.split(clean):
-                if s.strip():
-                    units.append(Unit(s.strip(), list(refs)))
-        else:
+        if clean:
             units.append(Unit(clean, refs))
     for i, u in enumerate(units):
         u.index = i
@@ -150,6 +163,7 @@ __all__ = [
     "STOPWORDS",
     "Unit",
     "bm25_idf",
+    "bm25_tokens",
     "lexical_score",
     "query_terms",
     "split_units",

@@ -64,6 +64,7 @@ SELECT f.chunk_id, f.rrf, f.vr, f.tr, f.bm25,
        1 - (c.embedding <=> %(q)s::vector) AS sim,
        c.uri, c.level, c.chunk_index, c.text_content, c.context_type, c.category,
        c.owner_space, c.parent_uri, c.source_refs, c.node_version, n.abstract_text,
+       c.embedding,
        (SELECT coalesce(json_object_agg(idf.term, idf.idf), '{{}}') FROM idf) AS idf
 FROM fused AS f
 JOIN {{schema}}.context_chunks AS c ON c.chunk_id = f.chunk_id
@@ -86,7 +87,7 @@ SELECT f.chunk_id, %(wv)s / (%(k)s + f.vr) AS rrf, f.vr, NULL::bigint AS tr, 0::
        1 - (c.embedding <=> %(q)s::vector) AS sim,
        c.uri, c.level, c.chunk_index, c.text_content, c.context_type, c.category,
        c.owner_space, c.parent_uri, c.source_refs, c.node_version, n.abstract_text,
-       '{{}}'::json AS idf
+       c.embedding, '{{}}'::json AS idf
 FROM fused AS f
 JOIN {{schema}}.context_chunks AS c ON c.chunk_id = f.chunk_id
 LEFT JOIN {{schema}}.context_nodes AS n ON n.uri = c.uri AND n.account_id = c.account_id

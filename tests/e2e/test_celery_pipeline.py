@@ -75,6 +75,7 @@ def stack_settings(make_settings, clean_db, clean_redis, tmp_path):  # type: ign
 def commit_wait(settings, path: Path, *extra: str) -> dict:  # type: ignore[no-untyped-def]
     proc = ctxpipe(settings, "commit", str(path), "--wait", "--json", *extra)
     assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
     return json.loads(proc.stdout)
 
 

@@ -28,7 +28,7 @@ from ctxpipe.core.errors import StorageError
 from ctxpipe.devstack import DevStack
 from ctxpipe.devstack.celery_procs import flower_spec, worker_roles, worker_spec
 from ctxpipe.devstack.env import child_env, settings_env
-from ctxpipe.storage.netutil import free_port, pid_alive
+from ctxpipe.storage.netutil import free_port, pid_alive, tail
 
 COMPONENTS = {
     "postgres",
@@ -120,8 +120,13 @@ def dev_env(stack_dir: Path) -> Iterator[dict[str, str]]:
         CTXPIPE_FLOWER_PASSWORD=secrets.token_hex(8),
     )
     yield env
+    # Shown by pytest only when a test failed: the tail of every component's log.
+    dev = stack_dir / "var" / "dev"
+    for log in [*sorted((dev / "logs").glob("*.log")), dev / "redis" / "redis.log"]:
+        print(f"----- {log.name}\n{tail(log, 15)}")
     # Whatever happened in the test: stop the stack, then make sure nothing survives.
-    run_cli(env, stack_dir, "dev", "down", "--timeout", "5")
+    down = run_cli(env, stack_dir, "dev", "down", "--timeout", "5")
+    print(f"----- dev down: {down.returncode} {down.stderr}")
     for pid in stack_processes(str(stack_dir)):
         try:
             os.kill(pid, 9)

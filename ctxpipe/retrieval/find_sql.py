@@ -1,0 +1,250 @@
+"""The SQL side of `find`: filter composition, the plan choice, and the candidate query.
+
+One round trip per query (`sql/queries/retrieval.sql` ``retrieval_hybrid``):
+
+- vector arm: the best chunks by cosine distance. The plan is chosen by the number of rows the
+  account/owner filter leaves (counted on the ``(account_id, owner_space)`` index, cached
+  briefly): up to ``exact_scan_max_rows`` those rows are scanned exactly (the ORDER BY
+  expression cannot use the HNSW index); above it the HNSW index with
+  ``hnsw.iterative_scan`` so a filtered scan still fills its LIMIT. An HNSW scan with a 1 %
+  owner filter loses most neighbours, while an exact scan of a few thousand rows takes about a
+  millisecond.
+- full-text arm: BM25-style — the IDF of each query term within the same scope, binary term
+  frequency, length normalisation — over the ``tsv`` column (GIN index).
+- fusion: ``rrf = wv/(k + rank_vector) + wt/(k + rank_text)``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from ctxpipe.core.errors import StorageError
+from ctxpipe.retrieval.config import FindConfig
+from ctxpipe.retrieval.models import FindFilters
+from ctxpipe.retrieval.text import query_terms, tsquery_or
+from ctxpipe.storage.db import Database
+from ctxpipe.storage.queries import Queries
+
+_BM25_K1 = 1.2
+_BM25_B = 0.75
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    values = [float(x) for x in vector]
+    if not values or not all(math.isfinite(x) for x in values):
+        raise ValueError("query vector is empty or not finite")
+    return "[" + ",".join(repr(x) for x in values) + "]"
+
+
+def _like_prefix(prefix: str) -> str:
+    return re.sub(r"([\\%_])", r"\\\1", prefix) + "%"
+
+
+def build_where(
+    filters: FindFilters, *, scope_only: bool = False
+) -> tuple[sql.Composed, dict[str, Any]]:
+    """WHERE clause over ``c`` (context_chunks) and its parameters.
+
+    `scope_only`: just account + owner spaces (what the plan-choice count uses)."""
+    params: dict[str, Any] = {"account": filters.account_id}
+    where: list[sql.Composable] = [sql.SQL("c.account_id = %(account)s")]
+    if filters.owner_spaces is not None:
+        exact = [s for s in filters.owner_spaces if "/" in s]
+        scopes = [s for s in filters.owner_spaces if "/" not in s]
+        parts: list[sql.Composable] = []
+        if exact:
+            params["spaces"] = exact
+            parts.append(sql.SQL("c.owner_space = ANY(%(spaces)s)"))
+        if scopes:
+            params["space_scopes"] = scopes
+            params["space_like"] = [s + "/%" for s in scopes]
+            parts.append(sql.SQL("c.owner_space = ANY(%(space_scopes)s)"))
+            parts.append(sql.SQL("c.owner_space LIKE ANY(%(space_like)s)"))
+        if parts:
+            where.append(sql.SQL("(") + sql.SQL(" OR ").join(parts) + sql.SQL(")"))
+        else:
+            where.append(sql.SQL("false"))
+    if not scope_only:
+        for field, column in (
+            ("context_types", "context_type"),
+            ("categories", "category"),
+            ("parent_uris", "parent_uri"),
+            ("uris", "uri"),
+        ):
+            values = getattr(filters, field)
+            if values is None:
+                continue
+            params[field] = list(values)
+            where.append(
+                sql.SQL("c.{} = ANY(%({})s)").format(sql.Identifier(column), sql.SQL(field))
+            )
+        if filters.levels is not None:
+            params["levels"] = list(filters.levels)
+            where.append(sql.SQL("c.level = ANY(%(levels)s)"))
+        if filters.uri_prefixes is not None:
+            params["uri_like"] = [_like_prefix(p) for p in filters.uri_prefixes]
+            where.append(sql.SQL("c.uri LIKE ANY(%(uri_like)s)"))
+    return sql.SQL(" AND ").join(where), params
+
+
+class TTLCache:
+    def __init__(self, ttl_s: float, size: int = 1024) -> None:
+        self.ttl_s = ttl_s
+        self.size = size
+        self._data: OrderedDict[Any, tuple[float, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any | None:
+        with self._lock:
+            item = self._data.get(key)
+            if item is None or time.monotonic() - item[0] > self.ttl_s:
+                return None
+            return item[1]
+
+    def put(self, key: Any, value: Any) -> None:
+        with self._lock:
+            self._data[key] = (time.monotonic(), value)
+            self._data.move_to_end(key)
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+class CandidateStore:
+    """Runs the candidate query (and the plan-choice statistics) on the index replica."""
+
+    def __init__(self, db: Database, schema: str, config: FindConfig) -> None:
+        self.db = db
+        self.schema = schema
+        self.config = config
+        self.queries = Queries(schema)
+        self._stats = TTLCache(config.count_cache_s)
+        self._iterative: bool | None = None
+
+    def scope_stats(self, filters: FindFilters) -> tuple[int, float]:
+        """(rows in the account/owner scope, mean lexemes per chunk), cached briefly."""
+        key = (filters.account_id, tuple(filters.owner_spaces or ()), filters.owner_spaces is None)
+        cached = self._stats.get(key)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+        where, params = build_where(filters, scope_only=True)
+        with self.db.connection() as conn:
+            row = conn.execute(
+                sql.SQL(self.queries["retrieval_scope_rows"]).format(where=where), params
+            ).fetchone()
+            n = int(row[0]) if row else 0
+            row = conn.execute(
+                sql.SQL(self.queries["retrieval_scope_avgdl"]).format(where=where), params
+            ).fetchone()
+            avgdl = float(row[0]) if row and row[0] else 1.0
+        self._stats.put(key, (n, avgdl))
+        return n, avgdl
+
+    def plan_for(self, n_rows: int) -> str:
+        return "exact" if n_rows <= self.config.exact_scan_max_rows else "hnsw"
+
+    def candidates(
+        self,
+        query: str,
+        qvec: Sequence[float],
+        filters: FindFilters,
+        n_cand: int,
+        *,
+        plan: str | None = None,
+        timings: dict[str, float] | None = None,
+    ) -> tuple[list[dict[str, Any]], str, int]:
+        """Fused candidate chunks (dict rows, best first), the plan used, the scope's rows."""
+        cfg = self.config
+        timings = timings if timings is not None else {}
+        t0 = time.perf_counter()
+        n_rows, avgdl = self.scope_stats(filters)
+        timings["scope"] = (time.perf_counter() - t0) * 1000
+        chosen = plan or self.plan_for(n_rows)
+        terms = query_terms(query, cfg.max_query_terms)
+        where, params = build_where(filters)
+        order = (
+            sql.SQL("(c.embedding <=> %(q)s::vector) + 0")
+            if chosen == "exact"
+            else sql.SQL("c.embedding <=> %(q)s::vector")
+        )
+        params.update(
+            q=vector_literal(qvec),
+            n_vec=n_cand,
+            n_txt=n_cand,
+            k=float(cfg.rrf_k),
+            wv=float(cfg.vector_weight),
+            wt=float(cfg.text_weight),
+        )
+        name = "retrieval_vector"
+        if terms and cfg.text_weight > 0:
+            name = "retrieval_hybrid"
+            params.update(
+                terms=terms,
+                tsq=tsquery_or(terms),
+                n_rows=float(max(n_rows, 1)),
+                avgdl=float(max(avgdl, 1.0)),
+                k1=_BM25_K1,
+                b=_BM25_B,
+            )
+        query_sql = sql.SQL(self.queries[name]).format(where=where, vec_order=order)
+        t1 = time.perf_counter()
+        try:
+            with self.db.connection() as conn:
+                if chosen == "hnsw":
+                    self._tune(conn, n_cand)
+                cur = conn.execute(query_sql, params)
+                names = [d.name for d in cur.description or []]
+                rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+        except psycopg.Error as exc:
+            detail = " ".join(str(exc).split())
+            raise StorageError(f"find on {self.schema}.context_chunks failed: {detail}") from exc
+        timings["sql"] = (time.perf_counter() - t1) * 1000
+        return rows, chosen, n_rows
+
+    def exact_neighbours(
+        self, qvec: Sequence[float], filters: FindFilters, n: int
+    ) -> list[tuple[str, float]]:
+        """Ground truth: exact cosine top-n chunk ids (tests and benchmarks)."""
+        where, params = build_where(filters)
+        params.update(q=vector_literal(qvec), n=n)
+        query_sql = sql.SQL(self.queries["retrieval_exact_neighbours"]).format(where=where)
+        with self.db.connection() as conn:
+            return [(r[0], float(r[1])) for r in conn.execute(query_sql, params).fetchall()]
+
+    def invalidate(self) -> None:
+        self._stats.clear()
+
+    def _tune(self, conn: psycopg.Connection[Any], limit: int) -> None:
+        """Transaction-local HNSW settings: candidate list size and iterative scans."""
+        cfg = self.config
+        if self._iterative is None:
+            row = conn.execute(
+                "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+            ).fetchone()
+            version = tuple(int(p) for p in str(row[0] if row else "0").split(".") if p.isdigit())
+            self._iterative = version >= (0, 8)
+        ef = str(max(cfg.ef_search, limit))
+        if self._iterative:
+            conn.execute(
+                "SELECT set_config('hnsw.ef_search', %s, true), "
+                "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+                "set_config('hnsw.max_scan_tuples', %s, true)",
+                (ef, str(cfg.max_scan_tuples)),
+            )
+        else:
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (ef,))
+
+
+__all__ = ["CandidateStore", "TTLCache", "build_where", "vector_literal"]

@@ -1,0 +1,214 @@
+"""Sentence-level ranking inside the candidate chunks of `find` (score propagation over the
+chunk → line → sentence hierarchy).
+
+Every candidate chunk is split into lines (an archive turn, a memory line) and every line into
+sentences. A sentence is ranked by reciprocal rank fusion of four rankings — its own BM25 and
+cosine, and its line's BM25 and cosine — plus the fused score of its chunk (vector + full-text
+ranks from SQL). A sentence is thus found by what it says, by the turn around it and by the
+passage around that, and what is returned is only the sentence, citing its turn.
+
+BM25 uses the IDF of the query terms within the searched scope (computed by the SQL) and the
+candidates' own mean lengths. Cosines need the lines' and sentences' vectors: a unit whose text
+is the whole chunk reuses the chunk's stored embedding, the rest are encoded on demand (for
+the best ``dense_rows`` chunks only) and kept in an LRU cache.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ctxpipe.providers.base import Embedder
+from ctxpipe.retrieval.text import Unit, bm25_tokens, split_units, stem
+
+_K1 = 1.2
+_B = 0.75
+
+
+@dataclass
+class Sentence:
+    row: int  # index of the candidate chunk
+    line: int  # index of the line across all candidates
+    unit: Unit
+    tokens: list[str] = field(default_factory=list)
+    score: float = 0.0
+    similarity: float = 0.0
+
+
+@dataclass
+class Exploded:
+    sentences: list[Sentence]
+    lines: list[Unit]
+    line_tokens: list[list[str]]
+    line_row: list[int]
+
+
+def explode(rows: Sequence[dict[str, Any]]) -> Exploded:
+    """Lines and sentences of the candidate chunks. A line that cites nothing inside a chunk
+    that cites turns (an archive's summary) is left out: it cannot be traced to a turn."""
+    sentences: list[Sentence] = []
+    lines: list[Unit] = []
+    line_tokens: list[list[str]] = []
+    line_row: list[int] = []
+    for r, row in enumerate(rows):
+        refs = [str(x) for x in (row.get("source_refs") or [])]
+        derived = (row.get("context_type") or "memory") != "session"
+        for line in split_units(row.get("text_content") or "", refs, derived=derived):
+            if refs and not line.refs:
+                continue
+            li = len(lines)
+            lines.append(line)
+            line_tokens.append(bm25_tokens(line.text))
+            line_row.append(r)
+            for s in line.sentences():
+                sentences.append(Sentence(r, li, s, bm25_tokens(s.text)))
+    return Exploded(sentences, lines, line_tokens, line_row)
+
+
+def bm25(docs: Sequence[Sequence[str]], idf: dict[str, float]) -> np.ndarray:
+    """BM25 of each doc (token list) for the query terms of `idf` (stemmed term → idf)."""
+    if not docs or not idf:
+        return np.zeros(len(docs), dtype=np.float32)
+    avg = max(1.0, float(np.mean([len(d) for d in docs])))
+    out = np.zeros(len(docs), dtype=np.float32)
+    for i, d in enumerate(docs):
+        if not d:
+            continue
+        norm = _K1 * (1 - _B + _B * len(d) / avg)
+        for term, w in idf.items():
+            tf = d.count(term)
+            if tf:
+                out[i] += w * tf * (_K1 + 1) / (tf + norm)
+    return out
+
+
+def stemmed_idf(raw: dict[str, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for term, w in raw.items():
+        key = stem(term)
+        out[key] = max(out.get(key, 0.0), float(w))
+    return out
+
+
+def as_vector(value: Any) -> np.ndarray | None:
+    """A stored embedding (pgvector `Vector`, numpy array, list or '[..]' text) as float32."""
+    if value is None:
+        return None
+    if hasattr(value, "to_numpy"):
+        return np.asarray(value.to_numpy(), dtype=np.float32)
+    if isinstance(value, str):
+        return np.asarray([float(x) for x in value.strip("[]").split(",") if x], np.float32)
+    return np.asarray(value, dtype=np.float32)
+
+
+def rrf_ranks(scores: np.ndarray, mask: np.ndarray, k: float) -> np.ndarray:
+    """1/(k + rank) for the entries of `mask` ranked by score (others get 0)."""
+    out = np.zeros(len(scores), dtype=np.float32)
+    idx = np.flatnonzero(mask)
+    if idx.size == 0:
+        return out
+    order = idx[np.argsort(-scores[idx], kind="stable")]
+    out[order] = 1.0 / (k + 1.0 + np.arange(order.size, dtype=np.float32))
+    return out
+
+
+class UnitVectors:
+    """LRU cache of line/sentence embeddings (lines recur across queries)."""
+
+    def __init__(self, embedder: Embedder, size: int = 50000) -> None:
+        self.embedder = embedder
+        self.size = size
+        self._data: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, text: str, vec: np.ndarray) -> None:
+        with self._lock:
+            self._data[text] = vec
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+
+    def get_many(self, texts: Sequence[str]) -> np.ndarray:
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for t in texts:
+                v = self._data.get(t)
+                if v is not None:
+                    self._data.move_to_end(t)
+                    found[t] = v
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
+        if missing:
+            vecs = np.asarray(self.embedder.encode(missing), dtype=np.float32)
+            for t, v in zip(missing, vecs, strict=True):
+                found[t] = v
+                self.put(t, v)
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([found[t] for t in texts])
+
+
+def rank_sentences(
+    rows: Sequence[dict[str, Any]],
+    ex: Exploded,
+    query_vec: np.ndarray,
+    idf: dict[str, float],
+    vectors: UnitVectors,
+    *,
+    rrf_k: float = 60.0,
+    dense_rows: int = 24,
+) -> list[Sentence]:
+    """The sentences, best first, with their fused score and cosine similarity."""
+    sents = ex.sentences
+    if not sents:
+        return []
+    terms = stemmed_idf(idf)
+    s_lex = bm25([s.tokens for s in sents], terms)
+    l_lex = bm25(ex.line_tokens, terms)
+    # dense: lines and sentences of the best chunks
+    dense_line = np.array([ex.line_row[i] < dense_rows for i in range(len(ex.lines))])
+    line_text = [u.text for u in ex.lines]
+    for i, u in enumerate(ex.lines):  # a line that is the whole chunk: its stored vector
+        row = rows[ex.line_row[i]]
+        if dense_line[i] and u.text == (row.get("text_content") or ""):
+            emb = as_vector(row.get("embedding"))
+            if emb is not None and emb.shape == query_vec.shape:
+                vectors.put(u.text, emb)
+    l_sim = np.zeros(len(ex.lines), dtype=np.float32)
+    idx = np.flatnonzero(dense_line)
+    if idx.size:
+        l_sim[idx] = vectors.get_many([line_text[i] for i in idx]) @ query_vec
+    s_dense = np.array([dense_line[s.line] for s in sents])
+    s_sim = np.zeros(len(sents), dtype=np.float32)
+    sidx = np.flatnonzero(s_dense)
+    if sidx.size:
+        texts = [sents[i].unit.text for i in sidx]
+        same = [sents[i].unit.text == line_text[sents[i].line] for i in sidx]
+        need = [t for t, s in zip(texts, same, strict=True) if not s]
+        vecs = vectors.get_many(need) if need else None
+        j = 0
+        for n, i in enumerate(sidx):
+            if same[n]:
+                s_sim[i] = l_sim[sents[i].line]
+            else:
+                assert vecs is not None
+                s_sim[i] = float(vecs[j] @ query_vec)
+                j += 1
+    line_of = np.array([s.line for s in sents])
+    score = (
+        rrf_ranks(s_lex, s_lex > 0, rrf_k)
+        + rrf_ranks(s_sim, s_dense, rrf_k)
+        + rrf_ranks(l_lex, l_lex > 0, rrf_k)[line_of]
+        + rrf_ranks(l_sim, dense_line, rrf_k)[line_of]
+        + np.array([float(rows[s.row].get("rrf") or 0.0) for s in sents], dtype=np.float32)
+    )
+    for i, s in enumerate(sents):
+        s.score = float(score[i])
+        s.similarity = float(s_sim[i]) if s_dense[i] else float(rows[s.row].get("sim") or 0.0)
+    return sorted(sents, key=lambda s: (-s.score, s.row, s.line))
+
+
+__all__ = ["Exploded", "Sentence", "UnitVectors", "bm25", "explode", "rank_sentences"]

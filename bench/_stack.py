@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +17,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from ctxpipe.core.config import Settings  # noqa: E402
+from ctxpipe.devstack.env import child_env  # noqa: E402
+from ctxpipe.devstack.workers import WorkerProcess, start_worker  # noqa: E402
 from ctxpipe.storage.embedded_pg import start_postgres, stop_postgres  # noqa: E402
 from ctxpipe.storage.migrations import migrate  # noqa: E402
 from ctxpipe.storage.netutil import free_port  # noqa: E402
@@ -27,72 +26,7 @@ from ctxpipe.storage.redis_server import start_redis, stop_redis  # noqa: E402
 
 
 def env_for(settings: Settings) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXPIPE_")}
-    env.update(
-        {
-            "CTXPIPE_FS_ROOT": str(settings.fs_root),
-            "CTXPIPE_DATABASE_URL": settings.database_url,
-            "CTXPIPE_REDIS_URL": settings.redis_url,
-            "CTXPIPE_VAR_DIR": str(settings.var_dir),
-            "CTXPIPE_LLM_SIMULATED_LATENCY_S": str(settings.llm_simulated_latency_s),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-        }
-    )
-    return env
-
-
-def start_worker(
-    settings: Settings, queues: str, concurrency: int, logdir: Path, pool: str = "prefork"
-) -> subprocess.Popen[bytes]:
-    name = f"bench-{uuid.uuid4().hex[:6]}@localhost"
-    log = logdir / f"{name.split('@')[0]}.log"
-    fh = open(log, "wb")  # noqa: SIM115 - lives as long as the worker
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "tasks.app",
-            "worker",
-            "-Q",
-            queues,
-            "-c",
-            str(concurrency),
-            "-P",
-            pool,
-            "-n",
-            name,
-            "--without-gossip",
-            "--without-mingle",
-            "-l",
-            "INFO",
-        ],
-        cwd=ROOT,
-        env=env_for(settings),
-        stdout=fh,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        text = log.read_text(errors="replace")
-        if "ready." in text:
-            return proc
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"worker {name} failed to start:\n{text[-2000:]}")
-        time.sleep(0.3)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    return child_env(settings)
 
 
 @contextmanager
@@ -119,14 +53,14 @@ def local_stack(workers: list[tuple[str, int]], **overrides: Any) -> Iterator[Se
             if k.startswith(("CTXPIPE_", "HF_", "TRANSFORMERS_"))
         }
     )
-    procs: list[subprocess.Popen[bytes]] = []
+    procs: list[WorkerProcess] = []
     try:
         for queues, conc in workers:
             procs.append(start_worker(settings, queues, conc, tmp))
         yield settings
     finally:
         for p in procs:
-            stop(p)
+            p.stop()
         stop_redis(tmp / "redis")
         stop_postgres(tmp / "pg")
         shutil.rmtree(tmp, ignore_errors=True)

@@ -3,129 +3,28 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from ctxpipe.core.config import Settings
+from ctxpipe.devstack.env import child_env
+from ctxpipe.devstack.workers import WorkerProcess as Worker
+from ctxpipe.devstack.workers import start_worker, workers
+
+__all__ = ["Worker", "start_worker", "workers"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def settings_env(settings: Settings, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXPIPE_")}
-    env.update(
-        {
-            "CTXPIPE_FS_ROOT": str(settings.fs_root),
-            "CTXPIPE_DATABASE_URL": settings.database_url,
-            "CTXPIPE_REDIS_URL": settings.redis_url,
-            "CTXPIPE_VAR_DIR": str(settings.var_dir),
-            "CTXPIPE_LLM_SIMULATED_LATENCY_S": str(settings.llm_simulated_latency_s),
-            "CTXPIPE_STUCK_COMMIT_AFTER_S": str(settings.stuck_commit_after_s),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
+    env = child_env(settings)
     env.update(extra)
     return env
-
-
-class Worker:
-    def __init__(self, proc: subprocess.Popen[bytes], log: Path, name: str) -> None:
-        self.proc = proc
-        self.log = log
-        self.name = name
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-        else:
-            try:  # reap any orphaned pool children left in the group
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
-def start_worker(
-    settings: Settings,
-    queues: str,
-    concurrency: int,
-    logdir: Path,
-    pool: str = "prefork",
-    **env: str,
-) -> Worker:
-    name = f"e2e-{uuid.uuid4().hex[:6]}@localhost"
-    log = logdir / f"{name.split('@')[0]}.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "tasks.app",
-        "worker",
-        "-Q",
-        queues,
-        "-c",
-        str(concurrency),
-        "-P",
-        pool,
-        "-n",
-        name,
-        "--without-gossip",
-        "--without-mingle",
-        "-l",
-        "INFO",
-        "-E",
-    ]
-    fh = open(log, "wb")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env=settings_env(settings, **env),
-        stdout=fh,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    w = Worker(proc, log, name)
-    deadline = time.monotonic() + 60
-    while "ready." not in w.text():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            w.stop()
-            raise RuntimeError(f"worker {name} did not start:\n{w.text()[-3000:]}")
-        time.sleep(0.2)
-    return w
-
-
-@contextmanager
-def workers(
-    settings: Settings, logdir: Path, specs: list[tuple[str, int]], **env: str
-) -> Iterator[list[Worker]]:
-    started: list[Worker] = []
-    try:
-        for queues, conc in specs:
-            started.append(start_worker(settings, queues, conc, logdir, **env))
-        yield started
-    finally:
-        for w in started:
-            w.stop()
 
 
 def ctxpipe(

@@ -118,8 +118,10 @@ def queue_events(rt: Runtime, nodes: list[ContextNode]) -> None:
 
 def reset(url: str, schema: str) -> None:
     with psycopg.connect(url) as conn:
-        conn.execute(f"TRUNCATE {schema}.context_chunks, {schema}.context_nodes, "  # noqa: S608
-                     f"{schema}.relation_edges")  # fmt: skip
+        conn.execute(
+            f"TRUNCATE {schema}.context_chunks, {schema}.context_nodes, "  # noqa: S608
+            f"{schema}.relation_edges"
+        )
         conn.execute(
             f"UPDATE {schema}.outbox_events SET status = 'pending', retry_count = 0, "  # noqa: S608
             "next_attempt_at = now(), lease_until = NULL, worker_id = NULL, done_at = NULL"
@@ -186,9 +188,11 @@ def run(settings: Settings, archives: int, memories: int, rounds: int) -> None:
 
     pipe, base, ratio = median(pipe_rates), median(base_rates), median(ratios)
     total = sum(timings.values()) - timings.get("total", 0)
-    print(f"\nnodes {len(nodes)}, chunks {chunks}, model {settings.embedding_model} on "
-          f"{settings.embedding_device}, embedding batch {settings.embedding_batch_size}, "
-          f"outbox batch {settings.outbox_batch_size}")  # fmt: skip
+    print(
+        f"\nnodes {len(nodes)}, chunks {chunks}, model {settings.embedding_model} on "
+        f"{settings.embedding_device}, embedding batch {settings.embedding_batch_size}, "
+        f"outbox batch {settings.outbox_batch_size}"
+    )
     print(f"pipeline (claim -> read -> chunk -> embed -> upsert): {pipe:8.1f} chunks/s (median)")
     print(f"model.encode on the same chunks:                     {base:8.1f} chunks/s (median)")
     verdict = "met" if ratio >= 0.85 else "MISSED"

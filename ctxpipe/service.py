@@ -15,8 +15,9 @@ from pydantic import BaseModel
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.errors import CommitError, CtxError
-from ctxpipe.core.models import CommitOptions, CommitResult
+from ctxpipe.core.models import CommitOptions, CommitResult, NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message, RequestContext, SessionInput, ToolUse
+from ctxpipe.retrieval import ContextRequest, ContextResult, FindResult, ReadPath, SearchResult
 from ctxpipe.runtime import Runtime
 
 
@@ -148,3 +149,84 @@ class ContextEngineService:
         if closer is not None:
             closer()
         self.runtime.close()
+
+    # -------------------------------------------------------------- read path
+    @property
+    def read_path(self) -> ReadPath:
+        """The read side (built on first use: it needs the index replica and the model)."""
+        rp = self.__dict__.get("_read_path")
+        if rp is None:
+            rp = self.__dict__["_read_path"] = ReadPath.from_runtime(self.runtime)
+        return rp
+
+    def find(
+        self,
+        query: str,
+        ctx: RequestContext,
+        top_k: int | None = None,
+        *,
+        scopes: list[str] | None = None,
+        categories: list[str] | None = None,
+        context_types: list[str] | None = None,
+        min_score: float = 0.0,
+    ) -> FindResult:
+        """Hybrid find within what `ctx` may see, grouped by context type."""
+        return self.read_path.find(
+            query,
+            ctx,
+            top_k,
+            scopes=scopes,
+            categories=categories,
+            context_types=context_types,
+            min_score=min_score,
+        )
+
+    def search(
+        self,
+        query: str,
+        ctx: RequestContext,
+        recent: list[Message] | list[dict] | None = None,
+        *,
+        scopes: list[str] | None = None,
+    ) -> SearchResult:
+        """Intent analysis + hierarchical retrieval (the trajectory is in the result)."""
+        return self.read_path.search(query, ctx, recent or [], scopes=scopes)
+
+    def build_context(
+        self,
+        query: str,
+        ctx: RequestContext,
+        messages: list[Message] | list[dict] | None = None,
+        budget: int | None = None,
+        profile: str = "default",
+        *,
+        system_prompt: str = "",
+        incremental: bool = True,
+    ) -> ContextResult:
+        """A prompt context of at most `budget` tokens (incremental per session)."""
+        req = ContextRequest.model_validate(
+            {
+                "query": query,
+                "messages": messages or [],
+                "budget": budget,
+                "profile": profile,
+                "system_prompt": system_prompt,
+                "incremental": incremental,
+            }
+        )
+        return self.read_path.build_context(req, ctx)
+
+    def read(self, uri: str, ctx: RequestContext, level: int = 2) -> str:
+        return self.read_path.read(uri, level, ctx)
+
+    def ls(self, uri: str, ctx: RequestContext) -> list[NodeSummary]:
+        return self.read_path.ls(uri, ctx)
+
+    def tree(self, uri: str, ctx: RequestContext, depth: int = 3) -> list[NodeSummary]:
+        return self.read_path.tree(uri, ctx, depth)
+
+    def stat(self, uri: str, ctx: RequestContext) -> NodeStat:
+        return self.read_path.stat(uri, ctx)
+
+    def relations(self, uri: str, ctx: RequestContext) -> list[RelationEdge]:
+        return self.read_path.relations_of(uri, ctx)

@@ -7,7 +7,15 @@ import importlib
 from ctxpipe.cli.app import app
 
 # Each module registers its commands on `app` when imported.
-_COMMAND_MODULES = ("fs_cmds", "db_cmds", "commit_cmds", "dev_cmds", "demo_cmds", "index_cmds")
+_COMMAND_MODULES = (
+    "fs_cmds",
+    "db_cmds",
+    "commit_cmds",
+    "dev_cmds",
+    "demo_cmds",
+    "index_cmds",
+    "retrieval_cmds",
+)
 
 for _name in _COMMAND_MODULES:
     importlib.import_module(f"ctxpipe.cli.{_name}")

@@ -224,7 +224,8 @@ def _status_rows(st: Any) -> list[tuple[str, str]]:
             (
                 "last repair",
                 f"{last['finished_at']:%Y-%m-%d %H:%M:%S} {last['mode']}: missing "
-                f"{last['missing']}, stale {last['stale']}, orphaned {last['orphaned']}",
+                f"{last['missing']}, stale {last['stale']}, orphaned {last['orphaned']}, "
+                f"relations {last['relations']} ({last['events_queued']} events queued)",
             )
         )
     else:
@@ -237,7 +238,9 @@ def _status_rows(st: Any) -> list[tuple[str, str]]:
 @app.command("status")
 @handle_errors
 def status_cmd(as_json: JsonOpt = False) -> None:
-    """Queue depths, outbox backlog, FS vs replica, last repair, commits by phase."""
+    """Queue depths, outbox backlog, FS vs replica, last repair, commits by phase.
+
+    Exit status 1 when a server (Redis, PostgreSQL) could not be read."""
     from ctxpipe.index.status import collect_status
     from tasks.queues import QUEUES  # the CLI is the composition root
 
@@ -251,6 +254,8 @@ def status_cmd(as_json: JsonOpt = False) -> None:
         data = st.model_dump(mode="json")
         data["in_sync"] = st.in_sync
         emit_json(data)
+        if st.errors:
+            raise typer.Exit(1)
         return
     table = Table(show_header=False, box=None)
     for key, value in _status_rows(st):
@@ -260,3 +265,5 @@ def status_cmd(as_json: JsonOpt = False) -> None:
         console.print(f"[red]{part} unavailable:[/] {err}", highlight=False)
     verdict = "[green]in sync[/]" if st.in_sync else "[yellow]catching up[/]"
     console.print(f"replica: {verdict}")
+    if st.errors:
+        raise typer.Exit(1)

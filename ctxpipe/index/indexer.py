@@ -42,7 +42,7 @@ class SyncReport:
     absent: list[str] = field(default_factory=list)  # neither on FS nor in the replica
     relations: int = 0
     chunks: int = 0
-    embedded: int = 0  # texts run through the model (moved rows reuse their vectors)
+    embedded: int = 0  # texts run through the model (unchanged texts reuse their vectors)
     errors: dict[str, BaseException] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -85,6 +85,10 @@ class Indexer:
             self._chunker = DocumentChunker(self.embedder, self._chunking)
         return self._chunker
 
+    @property
+    def model_name(self) -> str:
+        return str(self.embedder.model_name)
+
     def check_dimension(self) -> None:
         """The model's vector size must be the schema's (`EmbeddingError` otherwise)."""
         if not self._dimension_ok:
@@ -115,10 +119,11 @@ class Indexer:
     ) -> SyncReport:
         """Converge the replica rows of `uris` to the FS in one transaction.
 
-        `force`: rewrite present nodes even when the replica holds the same version (reindex;
-        still never regressing). `replace`: URIs whose replica row may go back to the FS's
-        older version (repair found the FS behind the replica). `reuse`: vectors by chunk
-        text (moved rows keep their embeddings)."""
+        `force`: rewrite present nodes even when the replica holds the same version, every
+        text embedded afresh (reindex; still never regressing). Otherwise the stored vectors
+        of chunk texts that did not change (same text, same model) are reused.
+        `replace`: URIs whose replica row may go back to the FS's older version (repair found
+        the FS behind the replica). `reuse`: more vectors by chunk text (moved rows)."""
         report = report or SyncReport()
         wanted = list(dict.fromkeys(node_uri(u) for u in uris))
         if not wanted:
@@ -152,7 +157,13 @@ class Indexer:
                 report.refused.append(uri)
         report.add_time("decide", started)
 
-        writes = self._prepare(to_index, report, reuse or {})
+        reuse = dict(reuse or {})
+        if to_index and not force:  # an updated node: its unchanged texts keep their vectors
+            started = time.perf_counter()
+            stored = self.replica.chunk_vectors([n.uri for n in to_index], self.model_name)
+            reuse = {**stored, **reuse}
+            report.add_time("reuse", started)
+        writes = self._prepare(to_index, report, reuse)
         started = time.perf_counter()
         written, deleted = self.replica.write(writes, deletes, rewrite=force, replace=replace_set)
         report.add_time("write", started)
@@ -174,9 +185,13 @@ class Indexer:
         chunked: list[tuple[ContextNode, list[ChunkRecord]]] = []
         for node in nodes:
             try:
-                chunked.append((node, self.chunker.chunk_for_node(node)))
+                chunks = self.chunker.chunk_for_node(node)
             except Exception as exc:  # noqa: BLE001
                 report.errors[node.uri] = exc
+                continue
+            for c in chunks:
+                c.metadata["model"] = self.model_name
+            chunked.append((node, chunks))
         report.add_time("chunk", started)
         started = time.perf_counter()
         texts = list(
@@ -220,7 +235,7 @@ class Indexer:
         report = report or SyncReport()
         old = self.replica.uris_under(node_uri(from_uri))
         new = [uri for uri, _ in self.fs.walk_nodes(to_uri)]
-        reuse = self.replica.chunk_vectors(old)
+        reuse = self.replica.chunk_vectors(old, self.model_name)
         self.sync_nodes([*old, *new], reuse=reuse, report=report)
         self.sync_relations([*old, *new], report=report)
         return report

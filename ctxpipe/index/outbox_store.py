@@ -17,6 +17,7 @@ from typing import Any
 
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
+from pydantic import ValidationError
 
 from ctxpipe.core.enums import OutboxStatus
 from ctxpipe.core.models import OutboxEvent
@@ -114,7 +115,13 @@ class OutboxStore:
         }
         with self._db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             rows = cur.execute(self._q["outbox_claim"], params).fetchall()
-        events = [_row_to_event(r) for r in rows]
+        events = []
+        for row in rows:
+            try:
+                events.append(_row_to_event(row))
+            except ValidationError as exc:  # e.g. an unknown event type: can never succeed
+                why = f"invalid outbox event: {' '.join(str(exc).split())}"
+                self.mark_failed(row["event_id"], why, retryable=False, worker_id=worker_id)
         events.sort(key=lambda e: (e.created_at is None, e.created_at, e.event_id))
         return events
 

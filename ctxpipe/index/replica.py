@@ -19,10 +19,23 @@ from ctxpipe.core.uri import CtxURI
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
 
+# Binary COPY needs the column types, in the column order of `index_copy_chunks`.
 COPY_TYPES = [
-    "varchar", "varchar", "varchar", "varchar", "int2", "int2", "text", "vector",
-    "varchar", "varchar", "varchar", "jsonb", "jsonb", "int4",
-]  # fmt: skip
+    "varchar",
+    "varchar",
+    "varchar",
+    "varchar",
+    "int2",
+    "int2",
+    "text",
+    "vector",
+    "varchar",
+    "varchar",
+    "varchar",
+    "jsonb",
+    "jsonb",
+    "int4",
+]
 
 
 @dataclass(frozen=True)
@@ -105,12 +118,15 @@ class ReplicaStore:
             ).fetchall()
         return sorted(r[0] for r in rows)
 
-    def chunk_vectors(self, uris: Sequence[str]) -> dict[str, Any]:
-        """Stored embeddings by chunk text (to move rows without re-embedding)."""
+    def chunk_vectors(self, uris: Sequence[str], model: str) -> dict[str, Any]:
+        """Stored embeddings by chunk text, of chunks embedded by `model` (so moved rows and
+        unchanged texts of an updated node are not embedded again)."""
         if not uris:
             return {}
         with self.db.connection() as conn:
-            rows = conn.execute(self._q["index_chunk_vectors"], {"uris": list(uris)}).fetchall()
+            rows = conn.execute(
+                self._q["index_chunk_vectors"], {"uris": list(uris), "model": model}
+            ).fetchall()
         return {text: as_array(vec) for text, vec in rows}
 
     def counts(self) -> dict[str, int]:
@@ -288,6 +304,10 @@ class ReplicaStore:
             "missing": counts.get("missing", 0),
             "stale": counts.get("stale", 0),
             "orphaned": counts.get("orphaned", 0),
+            "relations": counts.get("relations", 0),
+            "compared": counts.get("compared", 0),
+            "in_flight": counts.get("in_flight", 0),
+            "events_queued": counts.get("events_queued", 0),
             "fs_nodes": counts.get("fs_nodes", 0),
             "replica_nodes": counts.get("replica_nodes", 0),
             "last_fs_mtime": counts.get("last_fs_mtime"),

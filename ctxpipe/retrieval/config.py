@@ -18,6 +18,12 @@ class FindConfig(BaseModel):
     text_weight: float = Field(1.0, ge=0.0)
     candidates: int = Field(40, ge=1, le=1000, description="rows each arm contributes")
     max_query_terms: int = Field(12, ge=1, le=64)
+    text_max_df_ratio: float = Field(
+        0.02, gt=0.0, le=1.0, description="terms in more of the scope's chunks are not matched on"
+    )
+    text_min_df_cap: int = Field(200, ge=1, description="...unless in at most this many chunks")
+    text_max_rows: int = Field(1000, ge=1, description="chunks the full-text arm ranks at most")
+    df_sample_rows: int = Field(5000, ge=100, description="rows sampled for IDF in large scopes")
     # plan choice: exact scan of the owner's rows when there are few of them
     exact_scan_max_rows: int = Field(20000, ge=0)
     ef_search: int = Field(120, ge=1, le=1000)

@@ -243,7 +243,7 @@ class ContextBuilder:
                 refs.extend(r for r in it.source_refs if r not in refs)
         if self.finder is not None and self.finder.recall_stats is not None:
             recalled = [(i.uri, i.score) for s in sections for i in s.items if i.uri]
-            self.finder.recall_stats.record(ctx.account_id, recalled)
+            self.finder.recall_stats.record_later(ctx.account_id, recalled)
         timings["total"] = (time.perf_counter() - t0) * 1000
         return ContextResult(
             text=text,

@@ -185,9 +185,7 @@ class ReadPath:
         """Edges of a node, without those pointing at data `ctx` may not see."""
         u = check_readable(ctx, uri, self._session_is_users(ctx))
         spaces = owner_spaces(ctx, self.user_sessions(ctx))
-        return [
-            e for e in self.relations.get_edges(u, ctx) if visible(ctx, e.to_uri, spaces)
-        ]
+        return [e for e in self.relations.get_edges(u, ctx) if visible(ctx, e.to_uri, spaces)]
 
 
 __all__ = ["ReadPath"]

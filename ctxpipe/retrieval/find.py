@@ -7,7 +7,10 @@ returning the sentences that match — each citing the turns it comes from.
    their line's and their chunk's scores (score propagation down the hierarchy);
 3. hits: the best sentences, one per cited turn, up to ``top_k``; a hit returns the sentence
    (capped at ``snippet_tokens``) and, for a line of a memory's L1/L2, the memory's L0 line;
-4. results are grouped by context type; each returned node records a recall.
+4. results are grouped by context type; each returned node records a recall (in the
+   background, seed 002: recording never slows down or fails a read).
+
+The query is embedded on a worker thread while PostgreSQL runs the text arm.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -48,10 +52,24 @@ class HybridFinder:
         self.store = CandidateStore(db, schema, self.config)
         self.recall_stats = recall_stats
         self.vectors = UnitVectors(embedder)
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="find-embed")
+
+    @property
+    def max_score(self) -> float:
+        """The best fused score a hit can get (first in all six rankings)."""
+        cfg = self.config
+        return (4.0 + cfg.vector_weight + cfg.text_weight) / (cfg.rrf_k + 1.0)
 
     # ------------------------------------------------------------------ public API
     def embed(self, query: str) -> list[float]:
         return [float(x) for x in self.embedder.encode([query])[0]]
+
+    def _timed_embed(self, query: str, timings: dict[str, float]) -> list[float]:
+        t0 = time.perf_counter()
+        try:
+            return self.embed(query)
+        finally:
+            timings["embed"] = (time.perf_counter() - t0) * 1000
 
     def find(
         self,
@@ -68,21 +86,23 @@ class HybridFinder:
         k = top_k or cfg.top_k
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        qvec = list(query_vector) if query_vector is not None else self.embed(query)
-        timings["embed"] = (time.perf_counter() - t0) * 1000
-        rows, chosen, n_rows = self.store.candidates(
-            query, qvec, filters, max(cfg.candidates, 2 * k), plan=plan, timings=timings
-        )
+        n_cand = max(cfg.candidates, 2 * k)
+        pending: Future[list[float]] | None = None
+        if query_vector is None:  # embed while the text arm runs in PostgreSQL
+            pending = self._pool.submit(self._timed_embed, query, timings)
+        arm = self.store.text_arm(query, filters, n_cand, plan=plan, timings=timings)
+        qvec = list(query_vector) if pending is None else pending.result()
+        cand = self.store.fuse(qvec, filters, arm, n_cand, timings=timings)
         t1 = time.perf_counter()
-        rows = [r for r in rows if float(r.get("sim") or 0.0) >= filters.min_score]
-        hits = self._hits(rows, np.asarray(qvec, dtype=np.float32), k)
+        rows = [r for r in cand.rows if float(r.get("sim") or 0.0) >= filters.min_score]
+        hits = self._hits(rows, np.asarray(qvec, dtype=np.float32), k, cand.idf)
         timings["rank"] = (time.perf_counter() - t1) * 1000
         if hits and (cfg.record_recalls if record is None else record) and self.recall_stats:
-            t2 = time.perf_counter()
-            self.recall_stats.record_hits(filters.account_id, hits)
-            timings["record"] = (time.perf_counter() - t2) * 1000
+            self.recall_stats.record_hits_later(filters.account_id, hits)
         timings["total"] = (time.perf_counter() - t0) * 1000
-        return FindResult.from_hits(query, hits, plan=chosen, owner_rows=n_rows, timings_ms=timings)
+        return FindResult.from_hits(
+            query, hits, plan=cand.plan, owner_rows=cand.scope_rows, timings_ms=timings
+        )
 
     async def afind(self, query: str, filters: FindFilters, top_k: int | None = None) -> FindResult:
         return await asyncio.to_thread(self.find, query, filters, top_k)
@@ -97,15 +117,12 @@ class HybridFinder:
         self.store.invalidate()
 
     # ------------------------------------------------------------------ internals
-    def _hits(self, rows: list[dict[str, Any]], q: np.ndarray, top_k: int) -> list[FindHit]:
+    def _hits(
+        self, rows: list[dict[str, Any]], q: np.ndarray, top_k: int, idf: dict[str, float]
+    ) -> list[FindHit]:
         if not rows:
             return []
         cfg = self.config
-        idf: dict[str, float] = {}
-        for r in rows:
-            if r.get("idf"):
-                idf = {str(t): float(w) for t, w in dict(r["idf"]).items()}
-                break
         ex = explode(rows)
         ranked = rank_sentences(
             rows, ex, q, idf, self.vectors, rrf_k=float(cfg.rrf_k), dense_rows=cfg.dense_rows
@@ -136,11 +153,16 @@ class HybridFinder:
         level = int(row["level"])
         ctype = str(row["context_type"] or "memory")
         abstract = ""
-        if ctype != "session":
+        if level == 0:
+            abstract = text
+        elif ctype != "session":  # a memory's L1/L2 line comes with its L0 line
             lines = (row.get("abstract_text") or "").strip().splitlines()
             abstract = self.counter.truncate(lines[0], self.config.abstract_tokens) if lines else ""
-            if level == 0 or abstract == text:
-                abstract = text if level == 0 else abstract
+            a, t = " ".join(abstract.lower().split()), " ".join(text.lower().split())
+            if not a or a in t:
+                abstract = ""
+            elif t in a:
+                abstract = text
         hit = FindHit(
             uri=str(row["uri"]),
             level=level,

@@ -9,8 +9,13 @@ One round trip per query (`sql/queries/retrieval.sql` ``retrieval_hybrid``):
   ``hnsw.iterative_scan`` so a filtered scan still fills its LIMIT. An HNSW scan with a 1 %
   owner filter loses most neighbours, while an exact scan of a few thousand rows takes about a
   millisecond.
-- full-text arm: BM25-style — the IDF of each query term within the same scope, binary term
-  frequency, length normalisation — over the ``tsv`` column (GIN index).
+- full-text arm: BM25-style — the IDF of each query term within the same scope (document
+  frequencies counted once per term and scope — exactly in a small scope, on a sample of
+  ``df_sample_rows`` rows in a large one — then cached briefly), binary term frequency,
+  length normalisation — over the ``tsv`` column. In a large scope it reads only the chunks
+  that contain a selective term (document frequency at most ``text_max_df_ratio`` of the
+  scope; the two rarest terms when none is), at most ``text_max_rows`` of them, so a common
+  word never makes it rank a large part of the account.
 - fusion: ``rrf = wv/(k + rank_vector) + wt/(k + rank_text)``.
 """
 
@@ -22,6 +27,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -30,7 +36,7 @@ from psycopg import sql
 from ctxpipe.core.errors import StorageError
 from ctxpipe.retrieval.config import FindConfig
 from ctxpipe.retrieval.models import FindFilters
-from ctxpipe.retrieval.text import query_terms, tsquery_or
+from ctxpipe.retrieval.text import bm25_idf, query_terms, tsquery_or
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
 
@@ -122,6 +128,25 @@ class TTLCache:
             self._data.clear()
 
 
+@dataclass
+class TextArm:
+    plan: str
+    scope_rows: int
+    idf: dict[str, float] = field(default_factory=dict)
+    text_terms: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)  # best first
+    scores: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Candidates:
+    rows: list[dict[str, Any]]
+    plan: str
+    scope_rows: int
+    idf: dict[str, float] = field(default_factory=dict)  # query term -> IDF in the scope
+    text_terms: list[str] = field(default_factory=list)  # the terms the text arm matched on
+
+
 class CandidateStore:
     """Runs the candidate query (and the plan-choice statistics) on the index replica."""
 
@@ -131,29 +156,161 @@ class CandidateStore:
         self.config = config
         self.queries = Queries(schema)
         self._stats = TTLCache(config.count_cache_s)
+        self._df = TTLCache(max(config.count_cache_s, 60.0), size=50_000)
         self._iterative: bool | None = None
+
+    @staticmethod
+    def _scope_key(filters: FindFilters) -> tuple[Any, ...]:
+        return (filters.account_id, tuple(filters.owner_spaces or ()), filters.owner_spaces is None)
+
+    def term_df(
+        self, filters: FindFilters, terms: Sequence[str], plan: str = "hnsw"
+    ) -> dict[str, int]:
+        """Document frequency of each term in the account/owner scope (cached)."""
+        key = self._scope_key(filters)
+        out: dict[str, int] = {}
+        missing: list[str] = []
+        for t in terms:
+            cached = self._df.get((key, t))
+            if cached is None:
+                missing.append(t)
+            else:
+                out[t] = int(cached)
+        if missing:
+            where, params = build_where(filters, scope_only=True)
+            params.update(terms=missing, sample=self.config.df_sample_rows)
+            n_rows = self.scope_stats(filters)[0]
+            with self.db.connection() as conn:
+                name = "retrieval_term_df" if plan == "hnsw" else "retrieval_term_df_scan"
+                rows = conn.execute(
+                    sql.SQL(self.queries[name]).format(where=where), params
+                ).fetchall()
+            found: dict[str, int] = {}
+            for term, df, seen in rows:
+                if int(df) and int(seen) < n_rows:  # a sample: scale to the scope
+                    df = max(1, round(int(df) * n_rows / max(int(seen), 1)))
+                found[str(term)] = int(df)
+            for t in missing:
+                out[t] = found.get(t, 0)  # 0: a stopword, or absent from the scope
+                self._df.put((key, t), out[t])
+        return out
+
+    def text_plan(
+        self, filters: FindFilters, terms: Sequence[str], n_rows: int
+    ) -> tuple[dict[str, float], list[str]]:
+        """(IDF of every term present in the scope, the selective terms to match on)."""
+        plan = self.plan_for(n_rows)
+        df = self.term_df(filters, terms, plan)
+        present = [t for t in terms if df.get(t, 0) > 0]
+        idf = {t: bm25_idf(df[t], n_rows) for t in present}
+        if plan == "exact":  # a small scope: every term is cheap to match on
+            return idf, present
+        cap = max(self.config.text_min_df_cap, self.config.text_max_df_ratio * n_rows)
+        selective = [t for t in present if df[t] <= cap]
+        if not selective:
+            selective = sorted(present, key=lambda t: df[t])[:2]
+        return idf, selective
 
     def scope_stats(self, filters: FindFilters) -> tuple[int, float]:
         """(rows in the account/owner scope, mean lexemes per chunk), cached briefly."""
-        key = (filters.account_id, tuple(filters.owner_spaces or ()), filters.owner_spaces is None)
+        key = self._scope_key(filters)
         cached = self._stats.get(key)
         if cached is not None:
             return cached  # type: ignore[no-any-return]
         where, params = build_where(filters, scope_only=True)
         with self.db.connection() as conn:
             row = conn.execute(
-                sql.SQL(self.queries["retrieval_scope_rows"]).format(where=where), params
+                sql.SQL(self.queries["retrieval_scope_stats"]).format(where=where), params
             ).fetchone()
-            n = int(row[0]) if row else 0
-            row = conn.execute(
-                sql.SQL(self.queries["retrieval_scope_avgdl"]).format(where=where), params
-            ).fetchone()
-            avgdl = float(row[0]) if row and row[0] else 1.0
+        n = int(row[0]) if row and row[0] else 0
+        avgdl = float(row[1]) if row and row[1] else 1.0
         self._stats.put(key, (n, avgdl))
         return n, avgdl
 
+    def _tsv(self, plan: str) -> sql.Composable:
+        """The tsv column for the GIN index (large scopes), or an expression the index cannot
+        serve so that a small owner's rows are filtered instead (a GIN lookup of a common
+        term reads its matches in every owner)."""
+        return sql.SQL("c.tsv") if plan == "hnsw" else sql.SQL("(c.tsv || ''::tsvector)")
+
     def plan_for(self, n_rows: int) -> str:
         return "exact" if n_rows <= self.config.exact_scan_max_rows else "hnsw"
+
+    def text_arm(
+        self,
+        query: str,
+        filters: FindFilters,
+        n_cand: int,
+        *,
+        plan: str | None = None,
+        timings: dict[str, float] | None = None,
+    ) -> TextArm:
+        """Scope statistics, the plan, term IDFs, and the full-text ranking (no query vector
+        needed: it runs while the query is being embedded)."""
+        cfg = self.config
+        timings = timings if timings is not None else {}
+        t0 = time.perf_counter()
+        n_rows, avgdl = self.scope_stats(filters)
+        chosen = plan or self.plan_for(n_rows)
+        terms = query_terms(query, cfg.max_query_terms) if cfg.text_weight > 0 else []
+        idf, selective = self.text_plan(filters, terms, n_rows) if terms else ({}, [])
+        timings["scope"] = (time.perf_counter() - t0) * 1000
+        arm = TextArm(plan=chosen, scope_rows=n_rows, idf=idf, text_terms=selective)
+        if not selective:
+            return arm
+        t1 = time.perf_counter()
+        where, params = build_where(filters)
+        params.update(
+            terms=list(idf),
+            idfs=[idf[t] for t in idf],
+            tsq=tsquery_or(selective),
+            text_rows=cfg.text_max_rows,
+            avgdl=float(max(avgdl, 1.0)),
+            k1=_BM25_K1,
+            b=_BM25_B,
+            n_txt=n_cand,
+        )
+        query_sql = sql.SQL(self.queries["retrieval_text_arm"]).format(
+            where=where, tsv=self._tsv(chosen)
+        )
+        rows = self._fetch(query_sql, params, None, 0)
+        arm.ids = [str(r["chunk_id"]) for r in rows]
+        arm.scores = [float(r["bm25"]) for r in rows]
+        timings["sql_text"] = (time.perf_counter() - t1) * 1000
+        return arm
+
+    def fuse(
+        self,
+        qvec: Sequence[float],
+        filters: FindFilters,
+        arm: TextArm,
+        n_cand: int,
+        *,
+        timings: dict[str, float] | None = None,
+    ) -> Candidates:
+        """The vector arm fused with the text arm: candidate rows, best first."""
+        cfg = self.config
+        timings = timings if timings is not None else {}
+        t0 = time.perf_counter()
+        where, params = build_where(filters)
+        order = (
+            sql.SQL("(c.embedding <=> %(q)s::vector) + 0")
+            if arm.plan == "exact"
+            else sql.SQL("c.embedding <=> %(q)s::vector")
+        )
+        params.update(
+            q=vector_literal(qvec),
+            n_vec=n_cand,
+            txt_ids=arm.ids,
+            txt_scores=arm.scores,
+            k=float(cfg.rrf_k),
+            wv=float(cfg.vector_weight),
+            wt=float(cfg.text_weight),
+        )
+        query_sql = sql.SQL(self.queries["retrieval_fused"]).format(where=where, vec_order=order)
+        rows = self._fetch(query_sql, params, arm.plan, n_cand)
+        timings["sql_vector"] = (time.perf_counter() - t0) * 1000
+        return Candidates(rows, arm.plan, arm.scope_rows, arm.idf, arm.text_terms)
 
     def candidates(
         self,
@@ -164,54 +321,25 @@ class CandidateStore:
         *,
         plan: str | None = None,
         timings: dict[str, float] | None = None,
-    ) -> tuple[list[dict[str, Any]], str, int]:
-        """Fused candidate chunks (dict rows, best first), the plan used, the scope's rows."""
-        cfg = self.config
-        timings = timings if timings is not None else {}
-        t0 = time.perf_counter()
-        n_rows, avgdl = self.scope_stats(filters)
-        timings["scope"] = (time.perf_counter() - t0) * 1000
-        chosen = plan or self.plan_for(n_rows)
-        terms = query_terms(query, cfg.max_query_terms)
-        where, params = build_where(filters)
-        order = (
-            sql.SQL("(c.embedding <=> %(q)s::vector) + 0")
-            if chosen == "exact"
-            else sql.SQL("c.embedding <=> %(q)s::vector")
-        )
-        params.update(
-            q=vector_literal(qvec),
-            n_vec=n_cand,
-            n_txt=n_cand,
-            k=float(cfg.rrf_k),
-            wv=float(cfg.vector_weight),
-            wt=float(cfg.text_weight),
-        )
-        name = "retrieval_vector"
-        if terms and cfg.text_weight > 0:
-            name = "retrieval_hybrid"
-            params.update(
-                terms=terms,
-                tsq=tsquery_or(terms),
-                n_rows=float(max(n_rows, 1)),
-                avgdl=float(max(avgdl, 1.0)),
-                k1=_BM25_K1,
-                b=_BM25_B,
-            )
-        query_sql = sql.SQL(self.queries[name]).format(where=where, vec_order=order)
-        t1 = time.perf_counter()
+    ) -> Candidates:
+        """Both arms, one after the other (`HybridFinder.find` overlaps the text arm with the
+        query embedding)."""
+        arm = self.text_arm(query, filters, n_cand, plan=plan, timings=timings)
+        return self.fuse(qvec, filters, arm, n_cand, timings=timings)
+
+    def _fetch(
+        self, query_sql: sql.Composed, params: dict[str, Any], hnsw_plan: str | None, limit: int
+    ) -> list[dict[str, Any]]:
         try:
             with self.db.connection() as conn:
-                if chosen == "hnsw":
-                    self._tune(conn, n_cand)
-                cur = conn.execute(query_sql, params)
+                if hnsw_plan == "hnsw":
+                    self._tune(conn, limit)
+                cur = conn.execute(query_sql, params, binary=True)  # vectors: no text parsing
                 names = [d.name for d in cur.description or []]
-                rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+                return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
         except psycopg.Error as exc:
             detail = " ".join(str(exc).split())
             raise StorageError(f"find on {self.schema}.context_chunks failed: {detail}") from exc
-        timings["sql"] = (time.perf_counter() - t1) * 1000
-        return rows, chosen, n_rows
 
     def exact_neighbours(
         self, qvec: Sequence[float], filters: FindFilters, n: int
@@ -225,6 +353,7 @@ class CandidateStore:
 
     def invalidate(self) -> None:
         self._stats.clear()
+        self._df.clear()
 
     def _tune(self, conn: psycopg.Connection[Any], limit: int) -> None:
         """Transaction-local HNSW settings: candidate list size and iterative scans."""
@@ -247,4 +376,11 @@ class CandidateStore:
             conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (ef,))
 
 
-__all__ = ["CandidateStore", "TTLCache", "build_where", "vector_literal"]
+__all__ = [
+    "CandidateStore",
+    "Candidates",
+    "TTLCache",
+    "TextArm",
+    "build_where",
+    "vector_literal",
+]

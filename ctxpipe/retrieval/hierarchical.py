@@ -8,9 +8,12 @@ For one typed query:
    L1/L2 lines — and its child nodes). Each look returns ``children_top_k`` (5) children,
    scored ``final = α·child + (1-α)·parent`` (α = 0.5); a child that is itself a node (or a
    directory with children) is queued with its final score as the parent score;
-3. **convergence** — stop when the top score moved less than ``convergence_threshold``
-   (0.001) for ``max_convergence_rounds`` (3) rounds in a row, or the queue is empty, or
-   ``max_rounds`` is reached; return the best ``final_take`` (10) items.
+3. **convergence** — stop when the top score (the mean of the best ``final_take`` scores)
+   moved less than ``convergence_threshold`` (0.001) for ``max_convergence_rounds`` (3) rounds
+   in a row, or the queue is empty, or ``max_rounds`` is reached; return the best
+   ``final_take`` (10) items.
+
+Scores are the searcher's, in [0, 1] (the hybrid searcher scales the fused find score).
 
 Every round is recorded in a trajectory (what was opened, with which parent score, what came
 back with which child and final scores) so the drill-down can be inspected.
@@ -101,19 +104,22 @@ class HierarchicalRetriever:
             return True
 
         def top_score() -> float:
-            return max((s for s, _ in best.values()), default=0.0)
+            """Mean of the best `final_take` scores: it moves while drilling still improves
+            what would be returned."""
+            top = sorted((s for s, _ in best.values()), reverse=True)[: cfg.final_take]
+            return sum(top) / len(top) if top else 0.0
 
         globals_ = self.searcher.global_search(query, qvec, filters, cfg.global_top_k)
         for h in globals_:
-            offer(h, h.similarity)
-            push(h.similarity, parent_dir(h.uri), "directory")
-            push(h.similarity, h.uri, "node")
+            offer(h, h.score)
+            push(h.score, parent_dir(h.uri), "directory")
+            push(h.score, h.uri, "node")
         trajectory.append(
             TrajectoryStep(
                 round=0,
                 node="",
                 kind="global",
-                children=[(hit_key(h), h.similarity, h.similarity) for h in globals_],
+                children=[(hit_key(h), h.score, h.score) for h in globals_],
                 top_score=top_score(),
             )
         )
@@ -135,9 +141,9 @@ class HierarchicalRetriever:
                 )
             scored: list[tuple[str, float, float]] = []
             for c in children:
-                final = alpha * c.similarity + (1 - alpha) * parent_score
+                final = alpha * c.score + (1 - alpha) * parent_score
                 offer(c, final)
-                scored.append((hit_key(c), c.similarity, final))
+                scored.append((hit_key(c), c.score, final))
                 if c.uri != target:
                     push(final, c.uri, "node")
             now_top = top_score()

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 
 import psycopg
@@ -60,6 +62,9 @@ class RecallStatsStore:
         self.db = db
         self.queries = Queries(schema)
         self.failures = 0
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recall-stats")
+        self._pending: list[Future[int]] = []
+        self._lock = threading.Lock()
 
     def record(self, account_id: str, items: Iterable[tuple[str, float]]) -> int:
         """Record one recall per distinct uri (best score); returns how many were recorded."""
@@ -85,7 +90,25 @@ class RecallStatsStore:
     def record_hits(self, account_id: str, hits: Iterable[FindHit]) -> int:
         return self.record(account_id, ((h.uri, h.similarity) for h in hits))
 
+    def record_later(self, account_id: str, items: Iterable[tuple[str, float]]) -> None:
+        """`record` on a background thread (seed 002: non-blocking); see `flush`."""
+        batch = list(items)
+        if batch:
+            with self._lock:
+                self._pending.append(self._pool.submit(self.record, account_id, batch))
+
+    def record_hits_later(self, account_id: str, hits: Iterable[FindHit]) -> None:
+        self.record_later(account_id, [(h.uri, h.similarity) for h in hits])
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Wait for the recalls recorded in the background so far."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for fut in pending:
+            fut.result(timeout=timeout)
+
     def get(self, account_id: str, uris: list[str]) -> dict[str, RecallStats]:
+        self.flush()
         with self.db.connection() as conn:
             rows = conn.execute(
                 self.queries["recall_get"], {"account": account_id, "uris": list(uris)}
@@ -111,6 +134,7 @@ class RecallStatsStore:
         recency_weight: float = 0.2,
     ) -> list[RecallStats]:
         """The least valuable recalled nodes first (candidates for forgetting)."""
+        self.flush()
         with self.db.connection() as conn:
             rows = conn.execute(
                 self.queries["recall_lowest_value"],

@@ -25,7 +25,10 @@ class FinderSearcher:
     def _find(
         self, query: str, qvec: Sequence[float], filters: FindFilters, top_k: int
     ) -> list[FindHit]:
-        return self.finder.find(query, filters, top_k, query_vector=qvec, record=False).hits
+        """Hits with their fused score scaled to [0, 1] (by the best score it can reach)."""
+        hits = self.finder.find(query, filters, top_k, query_vector=qvec, record=False).hits
+        top = self.finder.max_score
+        return [h.model_copy(update={"score": min(1.0, h.score / top)}) for h in hits]
 
     def global_search(
         self, query: str, qvec: Sequence[float], filters: FindFilters, top_k: int
@@ -42,7 +45,7 @@ class FinderSearcher:
     ) -> list[FindHit]:
         own = self._find(query, qvec, filters.narrowed(uris=[uri]), top_k)
         kids = self._find(query, qvec, filters.narrowed(parent_uris=[uri]), top_k)
-        merged = sorted(own + kids, key=lambda h: -h.similarity)
+        merged = sorted(own + kids, key=lambda h: -h.score)
         return merged[:top_k]
 
 
@@ -117,10 +120,10 @@ class SearchEngine:
             timings["retrieve"] = (time.perf_counter() - t2) * 1000
         hits = merge_results(results, self.config.final_take)
         groups: dict[str, list[FindHit]] = {}
-        for h in hits:
+        for h in sorted(hits, key=lambda h: -h.score):
             groups.setdefault(h.context_type or "memory", []).append(h)
         if record and hits and self.finder.recall_stats is not None:
-            self.finder.recall_stats.record_hits(filters.account_id, hits)
+            self.finder.recall_stats.record_hits_later(filters.account_id, hits)
         timings["total"] = (time.perf_counter() - t0) * 1000
         return SearchResult(
             query=query,

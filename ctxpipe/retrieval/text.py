@@ -38,12 +38,28 @@ _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
 def stem(word: str) -> str:
-    """A light English stemmer, only used to match query words against unit words."""
+    """A light English stemmer (plurals, -ing, -ed, final e, -ly), only used to match query
+    words against unit words: ``sunrises``/``sunrise``, ``painted``/``painting``,
+    ``running``/``run`` meet."""
     w = word.lower()
-    for suffix, keep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", ""),
-                         ("s", ""), ("ly", "")):  # fmt: skip
-        if w.endswith(suffix) and len(w) - len(suffix) >= 3 and not w.endswith("ss"):
-            return w[: len(w) - len(suffix)] + keep
+    if len(w) <= 3:
+        return w
+    if w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith("sses") or w.endswith(("ches", "shes")) or (w.endswith("es") and w[-3] in "xz"):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    for suffix in ("ing", "ed"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: -len(suffix)]
+            if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "lsz":
+                w = w[:-1]  # running -> run, stopped -> stop
+            break
+    if w.endswith("ly") and len(w) > 5:
+        w = w[:-2]
+    if w.endswith("e") and len(w) > 3:
+        w = w[:-1]
     return w
 
 

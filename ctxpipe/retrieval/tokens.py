@@ -66,11 +66,13 @@ class HFTokenCounter:
 
     def truncate(self, text: str, max_tokens: int) -> str:
         """The longest prefix of `text` (cut at a token boundary) with at most `max_tokens`."""
-        if max_tokens <= 0 or not text:
+        if not text:
             return ""
         enc = self._tok.encode(text, add_special_tokens=False)
         if len(enc.ids) <= max_tokens:
             return text
+        if max_tokens <= 0:
+            return ""
         end = enc.offsets[max_tokens - 1][1]
         # word pieces of one word share a word: never cut inside a word
         words = enc.word_ids
@@ -93,12 +95,10 @@ class WhitespaceTokenCounter:
         return len(text.split())
 
     def truncate(self, text: str, max_tokens: int) -> str:
-        if max_tokens <= 0:
-            return ""
         words = text.split()
         if len(words) <= max_tokens:
             return text
-        return " ".join(words[:max_tokens])
+        return " ".join(words[: max(0, max_tokens)])
 
 
 def tokenizer_file(model_name: str) -> Path:

@@ -72,7 +72,7 @@ SELECT from_uri, id FROM {{schema}}.relation_edges
 -- name: index_chunk_vectors
 SELECT text_content, embedding
 FROM {{schema}}.context_chunks
-WHERE uri = ANY(%(uris)s) AND embedding IS NOT NULL
+WHERE uri = ANY(%(uris)s) AND embedding IS NOT NULL AND metadata ->> 'model' = %(model)s
 
 -- name: index_uris_under
 SELECT uri FROM {{schema}}.context_nodes
@@ -92,8 +92,8 @@ SELECT (SELECT count(*) FROM {{schema}}.context_nodes),
 TRUNCATE {{schema}}.context_chunks, {{schema}}.context_nodes, {{schema}}.relation_edges
 
 -- name: index_repair_last
-SELECT id, started_at, finished_at, mode, missing, stale, orphaned, fs_nodes, replica_nodes,
-       last_fs_mtime
+SELECT id, started_at, finished_at, mode, missing, stale, orphaned, relations, compared,
+       in_flight, events_queued, fs_nodes, replica_nodes, last_fs_mtime
 FROM {{schema}}.repair_runs
 WHERE finished_at IS NOT NULL AND mode IN ('incremental', 'full')
 ORDER BY id DESC
@@ -101,11 +101,12 @@ LIMIT 1
 
 -- name: index_repair_record
 INSERT INTO {{schema}}.repair_runs
-    (started_at, finished_at, mode, missing, stale, orphaned, fs_nodes, replica_nodes,
-     last_fs_mtime)
+    (started_at, finished_at, mode, missing, stale, orphaned, relations, compared, in_flight,
+     events_queued, fs_nodes, replica_nodes, last_fs_mtime)
 VALUES
-    (%(started_at)s, now(), %(mode)s, %(missing)s, %(stale)s, %(orphaned)s, %(fs_nodes)s,
-     %(replica_nodes)s, %(last_fs_mtime)s)
+    (%(started_at)s, now(), %(mode)s, %(missing)s, %(stale)s, %(orphaned)s, %(relations)s,
+     %(compared)s, %(in_flight)s, %(events_queued)s, %(fs_nodes)s, %(replica_nodes)s,
+     %(last_fs_mtime)s)
 RETURNING id
 
 -- name: index_inflight_uris

@@ -1,20 +1,42 @@
 -- Read path (ctxpipe.retrieval). `{where}` / `{vec_order}` are composed with psycopg.sql from
 -- fixed column names; every value is a bound parameter.
 
--- name: retrieval_scope_rows
--- Rows a filtered search may touch (index-only scan on (account_id, owner_space)): the plan
--- choice between an exact scan and HNSW.
-SELECT count(*) FROM {{schema}}.context_chunks AS c WHERE {where}
+-- name: retrieval_scope_stats
+-- Rows a filtered search may touch (index-only scan on (account_id, owner_space): the plan
+-- choice between an exact scan and HNSW) and the mean lexemes per chunk of a sample of them
+-- (BM25 length normalisation).
+SELECT (SELECT count(*) FROM {{schema}}.context_chunks AS c WHERE {where}),
+       (SELECT coalesce(avg(length(s.tsv)), 1)::float8
+        FROM (SELECT c.tsv FROM {{schema}}.context_chunks AS c WHERE {where} LIMIT 2000) AS s)
 
--- name: retrieval_scope_avgdl
--- Mean document length (lexemes) of a sample of the scope, for BM25 length normalisation.
-SELECT coalesce(avg(length(s.tsv)), 1)::float8
-FROM (SELECT c.tsv FROM {{schema}}.context_chunks AS c WHERE {where} LIMIT 2000) AS s
+-- name: retrieval_text_arm
+-- The full-text arm, BM25-style: the IDF of each query term within the scope (computed by the
+-- caller), binary term frequency, length normalisation. It reads only chunks matching the
+-- selective terms, at most text_rows of them. {tsv} is the bare column (GIN index, large
+-- scopes) or an expression the index cannot serve (a scan of a small owner's rows).
+WITH qterms AS MATERIALIZED (
+    SELECT array_agg(to_tsquery('english', t.term)) AS tqs, array_agg(t.idf) AS idfs
+    FROM unnest(%(terms)s::text[], %(idfs)s::float8[]) AS t(term, idf)
+),
+matched AS (
+    SELECT c.chunk_id, c.tsv
+    FROM {{schema}}.context_chunks AS c
+    WHERE {where} AND {tsv} @@ to_tsquery('english', %(tsq)s)
+    LIMIT %(text_rows)s
+)
+SELECT m.chunk_id,
+       (SELECT coalesce(sum(x.idf), 0)
+        FROM qterms, unnest(qterms.tqs, qterms.idfs) AS x(tq, idf)
+        WHERE m.tsv @@ x.tq)
+       * (%(k1)s + 1) / (1 + %(k1)s * (1 - %(b)s + %(b)s * length(m.tsv) / %(avgdl)s)) AS bm25
+FROM matched AS m
+ORDER BY bm25 DESC, m.chunk_id
+LIMIT %(n_txt)s
 
--- name: retrieval_hybrid
--- Vector arm (cosine; exact scan or HNSW) + full-text arm (BM25-style: IDF of each
--- query term within the scope, binary term frequency, length normalisation), fused by
--- reciprocal rank fusion.
+-- name: retrieval_fused
+-- The vector arm (cosine; exact scan or HNSW by the ORDER BY expression) fused with the
+-- full-text arm's ranking (given as arrays, best first) by reciprocal rank fusion, with the
+-- candidates' rows.
 WITH vec AS MATERIALIZED (
     SELECT c.chunk_id, c.embedding <=> %(q)s::vector AS dist
     FROM {{schema}}.context_chunks AS c
@@ -25,34 +47,10 @@ WITH vec AS MATERIALIZED (
 vec_ranked AS (
     SELECT chunk_id, dist, row_number() OVER (ORDER BY dist, chunk_id) AS r FROM vec
 ),
-terms AS (
-    SELECT t.term, to_tsquery('english', t.term) AS tq
-    FROM unnest(%(terms)s::text[]) AS t(term)
-),
-idf AS (
-    SELECT terms.term, terms.tq,
-           ln(1 + (greatest(%(n_rows)s, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf
-    FROM terms
-    CROSS JOIN LATERAL (
-        SELECT count(*)::float8 AS df
-        FROM {{schema}}.context_chunks AS c
-        WHERE {where} AND c.tsv @@ terms.tq
-    ) AS d
-    WHERE numnode(terms.tq) > 0
-),
-txt AS (
-    SELECT c.chunk_id,
-           sum(idf.idf * (%(k1)s + 1)
-               / (1 + %(k1)s * (1 - %(b)s + %(b)s * length(c.tsv) / %(avgdl)s))) AS bm25
-    FROM {{schema}}.context_chunks AS c
-    JOIN idf ON c.tsv @@ idf.tq
-    WHERE {where} AND c.tsv @@ to_tsquery('english', %(tsq)s)
-    GROUP BY c.chunk_id
-    ORDER BY bm25 DESC, c.chunk_id
-    LIMIT %(n_txt)s
-),
 txt_ranked AS (
-    SELECT chunk_id, bm25, row_number() OVER (ORDER BY bm25 DESC, chunk_id) AS r FROM txt
+    SELECT t.chunk_id, t.bm25, t.r
+    FROM unnest(%(txt_ids)s::text[], %(txt_scores)s::float8[]) WITH ORDINALITY
+         AS t(chunk_id, bm25, r)
 ),
 fused AS (
     SELECT coalesce(v.chunk_id, t.chunk_id) AS chunk_id, v.r AS vr, t.r AS tr,
@@ -64,34 +62,42 @@ SELECT f.chunk_id, f.rrf, f.vr, f.tr, f.bm25,
        1 - (c.embedding <=> %(q)s::vector) AS sim,
        c.uri, c.level, c.chunk_index, c.text_content, c.context_type, c.category,
        c.owner_space, c.parent_uri, c.source_refs, c.node_version, n.abstract_text,
-       c.embedding,
-       (SELECT coalesce(json_object_agg(idf.term, idf.idf), '{{}}') FROM idf) AS idf
+       c.embedding
 FROM fused AS f
 JOIN {{schema}}.context_chunks AS c ON c.chunk_id = f.chunk_id
 LEFT JOIN {{schema}}.context_nodes AS n ON n.uri = c.uri AND n.account_id = c.account_id
 ORDER BY f.rrf DESC, f.chunk_id
 
--- name: retrieval_vector
--- The vector arm alone (a query without content words).
-WITH vec AS MATERIALIZED (
-    SELECT c.chunk_id, c.embedding <=> %(q)s::vector AS dist
-    FROM {{schema}}.context_chunks AS c
-    WHERE {where} AND c.embedding IS NOT NULL
-    ORDER BY {vec_order}
-    LIMIT %(n_vec)s
+-- name: retrieval_term_df
+-- Document frequency of each query term within a large scope, estimated on a sample of its
+-- rows (scaled by the caller); terms that are stopwords for the english configuration are
+-- left out. Exact counts would read every match of a common term.
+WITH sample AS MATERIALIZED (
+    SELECT c.tsv FROM {{schema}}.context_chunks AS c WHERE {where} LIMIT %(sample)s
 ),
-fused AS (
-    SELECT chunk_id, row_number() OVER (ORDER BY dist, chunk_id) AS vr FROM vec
+q AS MATERIALIZED (
+    SELECT t.term, to_tsquery('english', t.term) AS tq
+    FROM unnest(%(terms)s::text[]) AS t(term)
+    WHERE numnode(to_tsquery('english', t.term)) > 0
 )
-SELECT f.chunk_id, %(wv)s / (%(k)s + f.vr) AS rrf, f.vr, NULL::bigint AS tr, 0::float8 AS bm25,
-       1 - (c.embedding <=> %(q)s::vector) AS sim,
-       c.uri, c.level, c.chunk_index, c.text_content, c.context_type, c.category,
-       c.owner_space, c.parent_uri, c.source_refs, c.node_version, n.abstract_text,
-       c.embedding, '{{}}'::json AS idf
-FROM fused AS f
-JOIN {{schema}}.context_chunks AS c ON c.chunk_id = f.chunk_id
-LEFT JOIN {{schema}}.context_nodes AS n ON n.uri = c.uri AND n.account_id = c.account_id
-ORDER BY rrf DESC, f.chunk_id
+SELECT q.term, count(*) FILTER (WHERE sample.tsv @@ q.tq) AS df, count(*) AS n
+FROM q CROSS JOIN sample
+GROUP BY q.term
+
+-- name: retrieval_term_df_scan
+-- The same for a small scope: one pass over the owner's rows (a GIN lookup of a common term
+-- would read its matches in every owner).
+WITH scope AS MATERIALIZED (
+    SELECT c.tsv FROM {{schema}}.context_chunks AS c WHERE {where}
+),
+q AS MATERIALIZED (
+    SELECT t.term, to_tsquery('english', t.term) AS tq
+    FROM unnest(%(terms)s::text[]) AS t(term)
+    WHERE numnode(to_tsquery('english', t.term)) > 0
+)
+SELECT q.term, count(*) FILTER (WHERE scope.tsv @@ q.tq) AS df, count(*) AS n
+FROM q CROSS JOIN scope
+GROUP BY q.term
 
 -- name: retrieval_exact_neighbours
 -- Exact top-k by cosine (no index): the ground truth of recall tests and benchmarks.

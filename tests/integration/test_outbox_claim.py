@@ -123,8 +123,12 @@ def test_failures_back_off_exponentially_then_die(store, clean_db):  # type: ign
             time.sleep(0.02)
         assert claimed[0].retry_count == attempt
         status = store.mark_failed(ev.event_id, f"boom {attempt}", worker_id="w")
-        row = sql(clean_db, "SELECT EXTRACT(EPOCH FROM next_attempt_at - updated_at) "
-                            "FROM ctx.outbox_events WHERE event_id = %s", ev.event_id)  # fmt: skip
+        row = sql(
+            clean_db,
+            "SELECT EXTRACT(EPOCH FROM next_attempt_at - updated_at) "
+            "FROM ctx.outbox_events WHERE event_id = %s",
+            ev.event_id,
+        )
         waits.append(float(row[0][0]))
         assert status is (OutboxStatus.DEAD if attempt == 2 else OutboxStatus.FAILED)
         if attempt < 2:
@@ -198,3 +202,18 @@ def test_outbox_cli_list_and_requeue(store, make_settings, tmp_path):  # type: i
     assert store.counts()["dead"] == 0 and store.counts()["pending"] == 3
     bad = runner.invoke(app, ["outbox", "requeue"], env=env)
     assert bad.exit_code == 2
+
+
+def test_an_unparseable_event_is_dead_at_claim(store, clean_db):  # type: ignore[no-untyped-def]
+    store.append_batch(events(1))
+    sql(
+        clean_db,
+        "INSERT INTO ctx.outbox_events (event_id, event_type, uri) "
+        "VALUES ('junk', 'REINDEX_EVERYTHING', 'ctx://acme/users/u/x')",
+    )
+    claimed = store.claim_batch("w", 10)
+    assert len(claimed) == 1
+    junk = sql(
+        clean_db, "SELECT status, error_message FROM ctx.outbox_events WHERE event_id = 'junk'"
+    )[0]
+    assert junk[0] == "dead" and "invalid outbox event" in junk[1]

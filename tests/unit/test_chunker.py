@@ -3,6 +3,8 @@ and the source message ids every chunk keeps."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from ctxpipe.core.config import ChunkingConfig
@@ -44,8 +46,13 @@ def archive(messages: list[tuple[str, str]]) -> ContextNode:
 
 
 def test_levels_ids_and_token_limits(chunker, emb):  # type: ignore[no-untyped-def]
-    node = ContextNode(uri=MEMORY, abstract="Deploy fix.", overview="- restart [m2]",
-                       content=prose(40), source_refs=["s1:m2"])  # fmt: skip
+    node = ContextNode(
+        uri=MEMORY,
+        abstract="Deploy fix.",
+        overview="- restart [m2]",
+        content=prose(40),
+        source_refs=["s1:m2"],
+    )
     chunks = chunker.chunk_for_node(node)
     levels = [c.level for c in chunks]
     assert levels.count(0) == 1 and levels.count(1) == 1 and levels.count(2) > 5
@@ -56,7 +63,7 @@ def test_levels_ids_and_token_limits(chunker, emb):  # type: ignore[no-untyped-d
     l2 = [c for c in chunks if c.level == 2]
     assert [c.chunk_index for c in l2] == list(range(len(l2)))
     # consecutive chunks overlap (the splitter's token overlap)
-    assert any(a.text_content.split()[-1] in b.text_content for a, b in zip(l2, l2[1:]))
+    assert any(a.text_content.split()[-1] in b.text_content for a, b in pairwise(l2))
     assert chunker.chunk_for_node(node) == chunks  # deterministic
 
 
@@ -92,8 +99,9 @@ def test_non_additive_tokenizer_is_cut_exactly() -> None:
             words = len(text.split())
             return words + words // 4
 
-    ch = DocumentChunker(Superadditive(), ChunkingConfig(chunk_tokens=30, chunk_overlap_tokens=0),
-                         special_tokens=2)  # fmt: skip
+    ch = DocumentChunker(
+        Superadditive(), ChunkingConfig(chunk_tokens=30, chunk_overlap_tokens=0), special_tokens=2
+    )
     node = ContextNode(uri=MEMORY, abstract="a", content=" ".join(f"w{i}" for i in range(500)))
     chunks = [c for c in ch.chunk_for_node(node) if c.level == 2]
     assert all(Superadditive().count_tokens(c.text_content) <= 30 for c in chunks)
@@ -149,9 +157,13 @@ def test_memory_chunks_narrow_refs_to_what_they_cite(chunker):  # type: ignore[n
             "Outcome: it works now.",
         ]
     )
-    node = ContextNode(uri=MEMORY, abstract="OOM fixed by smaller batches.",
-                       overview="- problem [m1]\n- solution [m4]", content=content,
-                       source_refs=["s1:m1", "s1:m3", "s1:m4", "s1:m5", "s2:m4"])  # fmt: skip
+    node = ContextNode(
+        uri=MEMORY,
+        abstract="OOM fixed by smaller batches.",
+        overview="- problem [m1]\n- solution [m4]",
+        content=content,
+        source_refs=["s1:m1", "s1:m3", "s1:m4", "s1:m5", "s2:m4"],
+    )
     chunks = chunker.chunk_for_node(node)
     by_text = {c.text_content.split(":")[0]: c for c in chunks if c.level == 2}
     assert by_text["Problem [m1]"].source_refs == ["s1:m1"]

@@ -1,0 +1,296 @@
+"""Hybrid find on real PostgreSQL/pgvector with the real model, over sessions committed through
+the pipeline and indexed by the index worker's code path: relevance on a small labelled set,
+grouping, filters, plan choice, owner-filtered recall, recall statistics."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+from ctxpipe.commit.coordinator import CommitCoordinator
+from ctxpipe.commit.payloads import CommitRequest
+from ctxpipe.core.config import Settings
+from ctxpipe.core.session import RequestContext, SessionInput
+from ctxpipe.index.reindex import reindex
+from ctxpipe.index.wiring import make_indexer
+from ctxpipe.retrieval.config import FindConfig, RetrievalConfig
+from ctxpipe.retrieval.engine import ReadPath
+from ctxpipe.retrieval.find import HybridFinder
+from ctxpipe.retrieval.models import FindFilters
+from ctxpipe.runtime import Runtime
+from ctxpipe.storage.migrations import migrate
+
+SCHEMA = "rt_find"
+ACCOUNT, USER, AGENT = "acme", "ann", "bot"
+# (session, date, [(message id, role, text)])
+SESSIONS = [
+    ("ann-s1", "2024-03-01T09:00:00", [
+        ("m1", "user", "I adopted a golden retriever puppy named Biscuit last weekend."),
+        ("m2", "assistant", "Congratulations! How is Biscuit settling in?"),
+        ("m3", "user", "Great, though he chews my running shoes. I am training for the Lisbon "
+                       "half marathon in May."),
+        ("m4", "assistant", "Try a bitter apple spray on the shoes and keep them out of reach."),
+    ]),
+    ("ann-s2", "2024-03-10T18:30:00", [
+        ("m1", "user", "Work update: I started leading the payments team at Globex."),
+        ("m2", "assistant", "That's a big step. What is the team working on?"),
+        ("m3", "user", "We are migrating the ledger service from MySQL to PostgreSQL 16."),
+        ("m4", "user", "My favourite food is ramen, and I prefer vegetarian options."),
+        ("m5", "assistant", "Noted, vegetarian ramen it is."),
+    ]),
+    ("ann-s3", "2024-04-02T12:00:00", [
+        ("m1", "user", "My sister Clara is visiting from Porto next Friday."),
+        ("m2", "assistant", "Lovely! Any plans while she is here?"),
+        ("m3", "user", "We want to hike in Sintra and visit the Pena Palace on Saturday."),
+        ("m4", "assistant", "Start early, the palace gets crowded after ten."),
+    ]),
+]  # fmt: skip
+# question → the turn that answers it (session:message)
+LABELLED = [
+    ("What is the name of Ann's dog?", "ann-s1:m1"),
+    ("Which race is Ann training for?", "ann-s1:m3"),
+    ("What database is the ledger service moving to?", "ann-s2:m3"),
+    ("What kind of food does Ann like?", "ann-s2:m4"),
+    ("Which team does Ann lead at work?", "ann-s2:m1"),
+    ("Who is coming to visit Ann?", "ann-s3:m1"),
+    ("Where do they plan to go hiking?", "ann-s3:m3"),
+]
+
+
+def session_input(sid: str, date: str, turns: list[tuple[str, str, str]]) -> SessionInput:
+    start = datetime.fromisoformat(date)
+    return SessionInput(
+        account_id=ACCOUNT,
+        user_id=USER,
+        agent_id=AGENT,
+        session_id=sid,
+        messages=[
+            {"id": m, "role": r, "content": t, "created_at": start + timedelta(minutes=i)}
+            for i, (m, r, t) in enumerate(turns)
+        ],
+    )
+
+
+def fresh_schema(url: str, schema: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    migrate(url, schema=schema, embedding_dim=384)
+
+
+@pytest.fixture(scope="module")
+def world(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReadPath]:
+    fresh_schema(pg_url, SCHEMA)
+    root: Path = tmp_path_factory.mktemp("find")
+    settings = Settings(
+        fs_root=root / "fs",
+        var_dir=root / "var",
+        database_url=pg_url,
+        redis_url="redis://127.0.0.1:1/0",
+        db_schema=SCHEMA,
+        embedding_dim=384,
+    )
+    rt = Runtime(settings)
+    coord = CommitCoordinator(rt.components())
+    for sid, date, turns in SESSIONS:
+        coord.commit_sync(CommitRequest.from_session(session_input(sid, date, turns)))
+    report = reindex(make_indexer(rt))
+    assert not report.errors and report.chunks > 0
+    rp = ReadPath.from_runtime(rt)
+    yield rp
+    rt.close()
+
+
+@pytest.fixture
+def ctx() -> RequestContext:
+    return RequestContext(account_id=ACCOUNT, user_id=USER, agent_id=AGENT, session_id="q")
+
+
+def test_relevance_on_the_labelled_set(world: ReadPath, ctx: RequestContext) -> None:
+    ranks = []
+    for question, answer in LABELLED:
+        res = world.find(question, ctx, 5)
+        cited = [r for h in res.hits for r in h.source_refs]
+        assert answer in cited, (question, [(h.text, h.source_refs) for h in res.hits])
+        ranks.append(next(i for i, h in enumerate(res.hits) if answer in h.source_refs) + 1)
+    mrr = float(np.mean([1 / r for r in ranks]))
+    assert mrr >= 0.6, ranks
+    assert sum(r <= 3 for r in ranks) >= len(LABELLED) - 1, ranks
+
+
+def test_hits_are_grouped_and_carry_what_they_cite(world: ReadPath, ctx: RequestContext) -> None:
+    res = world.find("Biscuit the golden retriever puppy", ctx, 10)
+    assert set(res.groups) <= {"memory", "session"} and "session" in res.groups
+    for ctype, hits in res.groups.items():
+        assert all(h.context_type == ctype for h in hits)
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    for h in res.hits:
+        assert h.uri.startswith("ctx://acme/") and h.level in (0, 1, 2)
+        assert h.text and h.tokens == world.counter.count(h.returned_text())
+        if h.context_type == "session":
+            assert h.abstract == ""  # an archive line stands alone
+            assert len(h.source_refs) == 1 and h.text.split(":", 1)[0] in ("ann", "user", "assistant")
+        assert all(r.split(":", 1)[0].startswith("ann-s") for r in h.source_refs)
+    top = res.hits[0]
+    assert "ann-s1:m1" in top.source_refs and "Biscuit" in top.returned_text()
+    # one hit per turn: nothing after the first hit citing m1 cites only m1 again
+    assert sum(h.source_refs == ["ann-s1:m1"] for h in res.hits) <= 1
+    assert res.plan == "exact" and res.owner_rows and res.owner_rows > 0
+    assert {"embed", "scope", "sql_text", "sql_vector", "rank", "total"} <= set(res.timings_ms)
+
+
+def test_scope_category_and_type_filters(world: ReadPath, ctx: RequestContext) -> None:
+    q = "Ann's sister Clara from Porto"
+    mem = world.find(q, ctx, 10, scopes=[f"ctx://{ACCOUNT}/users/{USER}/memories/"])
+    assert mem.hits and all(h.uri.startswith(f"ctx://{ACCOUNT}/users/{USER}/memories/")
+                            for h in mem.hits)  # fmt: skip
+    sessions = world.find(q, ctx, 10, context_types=["session"])
+    assert sessions.hits and {h.context_type for h in sessions.hits} == {"session"}
+    one = world.find(q, ctx, 10, scopes=[f"ctx://{ACCOUNT}/sessions/ann-s3/"])
+    assert one.hits and {h.uri.split("/")[4] for h in one.hits} == {"ann-s3"}
+    cats = {h.category for h in world.find(q, ctx, 20).hits if h.context_type == "memory"}
+    for cat in cats:
+        only = world.find(q, ctx, 10, categories=[cat])
+        assert only.hits and {h.category for h in only.hits} == {cat}
+    assert world.find(q, ctx, 10, categories=["no-such-category"]).hits == []
+    strict = world.find(q, ctx, 10, min_score=0.99)
+    assert strict.hits == []
+
+
+def test_recalls_are_recorded(world: ReadPath, ctx: RequestContext) -> None:
+    res = world.find("ledger service migration to PostgreSQL", ctx, 3)
+    uris = sorted({h.uri for h in res.hits})
+    before = world.recall_stats.get(ACCOUNT, uris)
+    world.find("ledger service migration to PostgreSQL", ctx, 3)
+    after = world.recall_stats.get(ACCOUNT, uris)
+    for u in uris:
+        assert after[u].recall_count == before[u].recall_count + 1
+        assert after[u].last_recalled_at >= before[u].last_recalled_at
+        assert 0 < after[u].average_score <= 1
+    lowest = world.recall_stats.lowest_value(ACCOUNT, limit=50)
+    assert [s.value for s in lowest] == sorted(s.value for s in lowest)  # type: ignore[type-var]
+
+
+def test_hnsw_plan_agrees_with_the_exact_plan(world: ReadPath, ctx: RequestContext) -> None:
+    filters = world.filters_for(ctx)
+    for question, answer in LABELLED[:4]:
+        exact = world.finder.find(question, filters, 5, plan="exact", record=False)
+        hnsw = world.finder.find(question, filters, 5, plan="hnsw", record=False)
+        assert exact.plan == "exact" and hnsw.plan == "hnsw"
+        assert answer in [r for h in hnsw.hits for r in h.source_refs]
+
+
+# ------------------------------------------------------------------ owner-filtered recall
+RECALL_SCHEMA = "rt_find_recall"
+OWNERS, PER_OWNER, DIM = 60, 150, 384
+
+
+BASE = np.random.default_rng(3).normal(size=(300, DIM)).astype(np.float32)
+
+
+def _mix(rng: np.random.Generator) -> np.ndarray:
+    """Like sentence embeddings: a mix of two of 300 directions plus a little noise."""
+    a, b = rng.integers(len(BASE), size=2)
+    w = rng.uniform(0.6, 1.0)
+    v = w * BASE[a] / np.linalg.norm(BASE[a]) + (1 - w) * BASE[b] / np.linalg.norm(BASE[b])
+    v = v + rng.normal(scale=0.02, size=DIM).astype(np.float32)
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def _rows(rng: np.random.Generator) -> Iterator[tuple[Any, ...]]:
+    for o in range(OWNERS):
+        for i in range(PER_OWNER):
+            yield o, i, _mix(rng)
+
+
+@pytest.fixture(scope="module")
+def synthetic(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HybridFinder]:
+    """9,000 chunks of 60 owners (1.7 % each) with structured unit vectors, loaded by COPY."""
+    fresh_schema(pg_url, RECALL_SCHEMA)
+    rng = np.random.default_rng(7)
+    with psycopg.connect(pg_url) as conn:
+        with conn.cursor() as cur:
+            with cur.copy(
+                f"COPY {RECALL_SCHEMA}.context_nodes (uri, account_id, owner_space, version) "
+                "FROM STDIN"
+            ) as cp:
+                for o in range(OWNERS):
+                    for i in range(PER_OWNER):
+                        cp.write_row((f"ctx://syn/users/o{o}/memories/n{i}", "syn", f"users/o{o}", 1))
+            with cur.copy(
+                f"COPY {RECALL_SCHEMA}.context_chunks (chunk_id, uri, account_id, level, "
+                "text_content, embedding, context_type, owner_space) FROM STDIN"
+            ) as cp:
+                for o, i, v in _rows(rng):
+                    vec = "[" + ",".join(f"{x:.6f}" for x in v) + "]"
+                    cp.write_row((f"c{o}-{i}", f"ctx://syn/users/o{o}/memories/n{i}", "syn", 0,
+                                  f"note {i} of owner {o}", vec, "memory", f"users/o{o}"))  # fmt: skip
+        conn.execute(f"ANALYZE {RECALL_SCHEMA}.context_chunks")
+    from ctxpipe.providers.embedder import PACKAGED_MODEL, SentenceTransformerEmbedder
+    from ctxpipe.retrieval.tokens import counter_for_model
+    from ctxpipe.storage.db import Database
+
+    db = Database(pg_url, min_size=1, max_size=2)
+    finder = HybridFinder(
+        db,
+        SentenceTransformerEmbedder(PACKAGED_MODEL, device="cpu"),
+        counter_for_model(PACKAGED_MODEL),
+        schema=RECALL_SCHEMA,
+        config=FindConfig(exact_scan_max_rows=2000, record_recalls=False),
+    )
+    yield finder
+    db.close()
+
+
+def _vector_arm(
+    finder: HybridFinder, q: np.ndarray, filters: FindFilters, plan: str | None
+) -> tuple[list[str], str, int]:
+    cand = finder.store.candidates("", list(q), filters, finder.config.candidates, plan=plan)
+    ranked = sorted(cand.rows, key=lambda r: r["vr"])
+    return [r["chunk_id"] for r in ranked][:10], cand.plan, cand.scope_rows
+
+
+def test_owner_filtered_search_keeps_recall(synthetic: HybridFinder) -> None:
+    rng = np.random.default_rng(11)
+    recalls: dict[str, list[float]] = {"chosen": [], "hnsw": [], "unfiltered": []}
+    plans = set()
+    for _ in range(25):
+        q = _mix(rng)
+        owner = FindFilters(account_id="syn", owner_spaces=[f"users/o{rng.integers(OWNERS)}"])
+        truth = {c for c, _ in synthetic.exact_neighbours(list(q), owner, 10)}
+        got, plan, n = _vector_arm(synthetic, q, owner, None)
+        plans.add((plan, n))
+        recalls["chosen"].append(len(truth & set(got)) / 10)
+        forced, _, _ = _vector_arm(synthetic, q, owner, "hnsw")
+        recalls["hnsw"].append(len(truth & set(forced)) / 10)
+        everyone = FindFilters(account_id="syn")
+        truth_all = {c for c, _ in synthetic.exact_neighbours(list(q), everyone, 10)}
+        got_all, plan_all, _ = _vector_arm(synthetic, q, everyone, None)
+        assert plan_all == "hnsw"  # 9,000 rows > exact_scan_max_rows
+        recalls["unfiltered"].append(len(truth_all & set(got_all)) / 10)
+    assert plans == {("exact", PER_OWNER)}  # a small owner is scanned exactly
+    assert np.mean(recalls["chosen"]) == 1.0
+    assert np.mean(recalls["unfiltered"]) >= 0.9
+    # HNSW with iterative scans still fills the owner's LIMIT (pgvector >= 0.8)
+    assert np.mean(recalls["hnsw"]) >= 0.8
+
+
+def test_plan_choice_follows_the_owner_row_count(synthetic: HybridFinder) -> None:
+    q = list(np.ones(DIM, dtype=np.float32) / np.sqrt(DIM))
+    small = FindFilters(account_id="syn", owner_spaces=["users/o1"])
+    many = FindFilters(account_id="syn", owner_spaces=[f"users/o{i}" for i in range(20)])
+    assert synthetic.find("note", small, 3, query_vector=q).plan == "exact"
+    assert synthetic.find("note", many, 3, query_vector=q).plan == "hnsw"  # 3,000 rows
+
+
+def test_config_is_a_plain_model() -> None:
+    cfg = RetrievalConfig()
+    assert cfg.hierarchical.global_top_k == 3 and cfg.hierarchical.alpha == 0.5
+    assert cfg.find.rrf_k == 60 and cfg.context.default_budget == 4096
+    random.seed(0)

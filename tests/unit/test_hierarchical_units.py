@@ -1,0 +1,126 @@
+"""Sentence ranking inside find's candidates (chunk → line → sentence score propagation) and
+what each returned unit cites. A deterministic bag-of-words embedder; no servers."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ctxpipe.retrieval.text import bm25_tokens, query_terms, split_units, tsquery_or
+from ctxpipe.retrieval.units import UnitVectors, bm25, explode, rank_sentences, stemmed_idf
+
+ARCHIVE = (
+    "[D1:1] user (Caroline): Hey Mel! Good to see you.\n"
+    "[D1:2] assistant (Melanie): Hi! I painted a lake sunrise last year. It was calming.\n"
+    "[D1:3] user (Caroline): I went to a support group yesterday; it was powerful."
+)
+REFS = ["s1:D1:1", "s1:D1:2", "s1:D1:3"]
+
+
+class BagEmbedder:
+    model_name = "bag"
+    dimension = 64
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def encode(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        out = []
+        for t in texts:
+            v = np.zeros(self.dimension)
+            for w in bm25_tokens(t):
+                v[int(hashlib.md5(w.encode()).hexdigest(), 16) % self.dimension] += 1
+            n = np.linalg.norm(v)
+            out.append(list(v / n) if n else list(v))
+        return out
+
+
+def row(text: str, refs: list[str], ctype: str = "session", rrf: float = 0.03, **kw: Any):
+    return {"text_content": text, "source_refs": refs, "context_type": ctype, "rrf": rrf,
+            "sim": 0.5, **kw}  # fmt: skip
+
+
+def test_archive_lines_cite_their_turn_and_keep_the_speaker() -> None:
+    units = split_units(ARCHIVE, REFS, derived=False)
+    assert [u.refs for u in units] == [["s1:D1:1"], ["s1:D1:2"], ["s1:D1:3"]]
+    assert units[1].text.startswith("Melanie: Hi!") and units[1].prefix == "Melanie: "
+    sents = units[1].sentences()
+    assert [s.text for s in sents] == [
+        "Melanie: Hi!",
+        "Melanie: I painted a lake sunrise last year.",
+        "Melanie: It was calming.",
+    ]
+    assert all(s.refs == ["s1:D1:2"] for s in sents)
+
+
+def test_memory_lines_cite_markers_or_what_the_memory_derives_from() -> None:
+    text = "- The user went to a support group. [s1:D1:3]\n- date: 2023-05-07 (from 'yesterday')"
+    units = split_units(text, ["s1:D1:3", "s2:D2:1"], derived=True)
+    assert units[0].text == "The user went to a support group." and units[0].refs == ["s1:D1:3"]
+    assert units[1].refs == ["s1:D1:3", "s2:D2:1"]  # no marker: the whole derivation
+    # bare ids are qualified with the chunk's refs; unknown ids cite nothing
+    assert split_units("- x [D2:1]", ["s2:D2:1"], derived=False)[0].refs == ["s2:D2:1"]
+    assert split_units("- x [zz9]", ["s2:D2:1"], derived=False)[0].refs == []
+
+
+def test_summary_lines_of_an_archive_are_not_returned() -> None:
+    rows = [row("User: the group was powerful. We talked about painting.", REFS, rrf=0.05)]
+    assert explode(rows).sentences == []  # a summary cites no turn
+    rows = [row("An unsourced resource paragraph. Second sentence.", [], ctype="resource")]
+    assert len(explode(rows).sentences) == 2  # nothing to cite: kept
+
+
+def test_query_terms_and_tsquery() -> None:
+    terms = query_terms("When did Melanie paint a sunrise, and what's the sunrise like?")
+    assert terms == ["melanie", "paint", "sunrise"]
+    assert tsquery_or(terms) == "melanie | paint | sunrise"
+    assert tsquery_or(["ok", "bad term", "x'y"]) == "ok"
+
+
+def test_bm25_prefers_rare_terms_and_short_units() -> None:
+    docs = [bm25_tokens("lake sunrise painting"), bm25_tokens("lake " * 8 + "boat"), []]
+    scores = bm25(docs, stemmed_idf({"sunrises": 2.0, "lake": 0.2}))
+    assert scores[0] > scores[1] > scores[2] == 0
+
+
+def test_sentences_are_ranked_by_themselves_their_line_and_their_chunk() -> None:
+    emb = BagEmbedder()
+    rows = [
+        row(ARCHIVE, REFS, rrf=0.03),
+        row("[D2:1] user (Caroline): My dog likes the lake.", ["s2:D2:1"], rrf=0.01),
+    ]
+    ex = explode(rows)
+    q = np.asarray(emb.encode(["When did Melanie paint a sunrise?"])[0], dtype=np.float32)
+    idf = {"melanie": 0.5, "paint": 2.0, "sunrise": 2.5}
+    ranked = rank_sentences(rows, ex, q, idf, UnitVectors(emb))  # type: ignore[arg-type]
+    best = ranked[0]
+    assert best.unit.text == "Melanie: I painted a lake sunrise last year."
+    assert best.unit.refs == ["s1:D1:2"] and best.similarity > 0
+    # a sentence of the better chunk outranks the same kind of sentence elsewhere
+    scores = {s.unit.text: s.score for s in ranked}
+    assert scores["Melanie: It was calming."] > scores["Caroline: My dog likes the lake."] or (
+        scores["Caroline: My dog likes the lake."] > 0
+    )
+
+
+def test_unit_vectors_are_cached_and_whole_chunks_reuse_their_embedding() -> None:
+    emb = BagEmbedder()
+    vectors = UnitVectors(emb)
+    single = "[D3:1] user (Ann): Atlas runs on PostgreSQL."
+    stored = emb.encode(["Ann: Atlas runs on PostgreSQL."])[0]
+    rows = [row(single, ["s3:D3:1"], embedding=np.asarray(stored, dtype=np.float32))]
+    q = np.asarray(stored, dtype=np.float32)
+    emb.calls = 0
+    rank_sentences(rows, explode(rows), q, {"atlas": 1.0}, vectors)  # type: ignore[arg-type]
+    assert emb.calls == 1  # the rendered line differs from the raw chunk text: encoded once
+    rank_sentences(rows, explode(rows), q, {"atlas": 1.0}, vectors)  # type: ignore[arg-type]
+    assert emb.calls == 1  # cached
+    plain = [row("Atlas runs on PostgreSQL.", [], ctype="resource",
+                 embedding=np.asarray(stored, dtype=np.float32))]  # fmt: skip
+    emb.calls = 0
+    rank_sentences(plain, explode(plain), q, {"atlas": 1.0}, UnitVectors(emb))  # type: ignore[arg-type]
+    assert emb.calls == 0  # the line is the chunk: its stored vector is used

@@ -13,12 +13,11 @@ from ctxpipe.commit.journal import CommitJournal
 from ctxpipe.commit.payloads import CommitRequest, PlanOutcome, WriteOutcome
 from ctxpipe.commit.phases import (
     archive_phase,
-    build_result,
     extract_phase,
     plan_phase,
-    register_phase,
     write_phase,
 )
+from ctxpipe.commit.register import build_result, register_phase
 from ctxpipe.core.errors import CommitError
 from ctxpipe.core.models import CommitResult
 from ctxpipe.extraction.extractors import EXTRACTOR_NAMES

@@ -18,7 +18,6 @@ from ctxpipe.commit.candidate_pipeline import CandidatePipeline
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.context_writer import ContextWriter
 from ctxpipe.commit.deduplicator import CandidateDeduplicator
-from ctxpipe.commit.journal import CommitJournal
 from ctxpipe.commit.payloads import (
     ArchiveOutcome,
     CommitRequest,
@@ -29,18 +28,14 @@ from ctxpipe.commit.payloads import (
 from ctxpipe.commit.policies.base import PlanContext
 from ctxpipe.commit.policy_router import PolicyRouter
 from ctxpipe.commit.relation_writer import RelationWriter, derive_edges
-from ctxpipe.core.enums import CommitStatus, ExtractorStatus, OutboxEventType, WriteAction
+from ctxpipe.core.enums import ExtractorStatus
 from ctxpipe.core.errors import CommitError, CtxError, VersionConflictError
 from ctxpipe.core.models import (
-    CommitResult,
-    CommitStats,
     ExtractionResult,
-    OutboxEvent,
     RelationEdge,
     RelationOp,
     SessionArchive,
     WriteResult,
-    stable_id,
 )
 from ctxpipe.core.uri import CtxURI
 from ctxpipe.extraction.extractors import EXTRACTORS
@@ -263,138 +258,3 @@ async def write_phase(
                     out.relation_edges.extend(written)
     out.duration_ms = _ms(started)
     return out
-
-
-# ------------------------------------------------------------------ phase 5: outbox
-def build_outbox_events(
-    c: CommitComponents, archive: SessionArchive, written: WriteOutcome
-) -> list[OutboxEvent]:
-    """Deterministic events: id = hash(type, uri, version), so a re-run adds none."""
-    events: list[OutboxEvent] = []
-    touched = [
-        r.uri for r in written.write_results if r.action is not WriteAction.SKIP and not r.error
-    ]
-    if archive.archive_uri and archive.persisted:
-        touched.insert(0, archive.archive_uri)
-    for uri in dict.fromkeys(touched):
-        try:
-            st = c.fs.stat_node(uri)
-        except CtxError:
-            continue
-        events.append(
-            OutboxEvent(
-                event_id=OutboxEvent.make_id(OutboxEventType.UPSERT_CONTEXT, uri, st.version),
-                event_type=OutboxEventType.UPSERT_CONTEXT,
-                uri=uri,
-                payload={"version": st.version, "content_hash": st.content_hash},
-                max_retries=c.settings.outbox_max_retries,
-            )
-        )
-    by_source: dict[str, list[str]] = {}
-    for e in written.relation_edges:
-        by_source.setdefault(e.from_uri, []).append(e.edge_id)
-    for uri, ids in by_source.items():
-        digest = stable_id(*sorted(ids), length=16)
-        events.append(
-            OutboxEvent(
-                event_id=OutboxEvent.make_id(OutboxEventType.UPSERT_RELATION, uri, digest),
-                event_type=OutboxEventType.UPSERT_RELATION,
-                uri=uri,
-                payload={"edge_ids": sorted(ids)},
-                max_retries=c.settings.outbox_max_retries,
-            )
-        )
-    return events
-
-
-def register_phase(
-    c: CommitComponents,
-    req: CommitRequest,
-    archive: SessionArchive,
-    plan: PlanOutcome,
-    written: WriteOutcome,
-    *,
-    usage: LLMUsage | None = None,
-    duration_ms: int = 0,
-) -> CommitResult:
-    """Best effort: an outbox failure leaves the commit successful, with a warning."""
-    warnings = list(plan.warnings)
-    archive = written.archive or archive
-    events = build_outbox_events(c, archive, written)
-    if events and c.outbox is None:
-        warnings.append("no outbox configured; the index replica will catch up by repair")
-        events = []
-    elif events:
-        try:
-            assert c.outbox is not None
-            c.outbox.append_batch(events)
-        except Exception as exc:  # noqa: BLE001 - phase 5 never fails a commit
-            log.warning("outbox registration failed, repair will heal it: %s", exc)
-            warnings.append(f"outbox registration failed (repair will heal): {exc}"[:300])
-            events = []
-    result = build_result(req, archive, plan, written, events, warnings, usage, duration_ms)
-    CommitJournal(c.fs).save(req, result)
-    return result
-
-
-def build_result(
-    req: CommitRequest,
-    archive: SessionArchive,
-    plan: PlanOutcome,
-    written: WriteOutcome,
-    events: list[OutboxEvent],
-    warnings: list[str],
-    usage: LLMUsage | None,
-    duration_ms: int,
-) -> CommitResult:
-    results = written.write_results
-    ok = [r for r in results if not r.error]
-    count = lambda a: sum(1 for r in ok if r.action is a and (r.created or r.updated))  # noqa: E731
-    stats = CommitStats(
-        candidates_extracted=plan.candidates_extracted,
-        candidates_skipped=len(plan.skipped) + sum(1 for r in ok if r.action is WriteAction.SKIP),
-        nodes_created=count(WriteAction.CREATE),
-        nodes_merged=count(WriteAction.MERGE),
-        nodes_appended=count(WriteAction.APPEND),
-        relations_written=len(written.relation_edges),
-        outbox_events_queued=len(events),
-        duration_ms=duration_ms,
-        llm_calls=usage.calls if usage else 0,
-        llm_prompt_tokens=usage.prompt_tokens if usage else 0,
-        llm_completion_tokens=usage.completion_tokens if usage else 0,
-    )
-    status = CommitStatus.PARTIAL if written.failed else CommitStatus.SUCCESS
-    reasons: list[str] = []
-    if written.failed:
-        reasons.append(f"{len(written.failed)} write(s) failed: " + "; ".join(written.failed))
-    failed_ex = [r for r in plan.extractors if r.status is ExtractorStatus.FAILED]
-    if failed_ex:
-        status = CommitStatus.PARTIAL
-        reasons.append("extractor(s) failed: " + ", ".join(r.extractor for r in failed_ex))
-    if not any(r.created or r.updated for r in ok):
-        why = [
-            f"{r.extractor}: {r.status.value}" + (f" ({r.reason})" if r.reason else "")
-            for r in plan.extractors
-        ]
-        skipped = [f"{s.routing_key}: {s.reason}" for s in plan.skipped][:10]
-        skipped += [
-            f"{i.plan.target_uri}: {i.plan.reason}"
-            for i in plan.items
-            if i.plan.action is WriteAction.SKIP
-        ][:10]
-        reasons.append("no memory stored; " + "; ".join(why + skipped))
-    return CommitResult(
-        commit_id=req.commit_id,
-        status=status,
-        archive=archive,
-        write_results=results,
-        outbox_events=events,
-        relation_edges=written.relation_edges,
-        plans=[i.plan for i in plan.items],
-        extractors=plan.extractors,
-        skipped=plan.skipped,
-        warnings=warnings,
-        stats=stats,
-        reason=" | ".join(reasons),
-        dry_run=req.options.dry_run,
-    )

@@ -19,9 +19,9 @@ from ctxpipe.commit.phases import (
     archive_phase,
     extract_phase,
     plan_phase,
-    register_phase,
     write_phase,
 )
+from ctxpipe.commit.register import register_phase
 from ctxpipe.core.enums import CommitPhase
 from ctxpipe.core.errors import CommitError, LLMError, LockTimeoutError, StorageError
 from ctxpipe.core.models import ExtractionResult

@@ -86,7 +86,7 @@ def test_steps_run_once_and_replay_their_stored_output(make_settings, clean_db):
     write_again = steps.write_step(c, ledger, req.commit_id)  # stored output wins
     assert write_again == outputs[-2]
     from ctxpipe.commit.payloads import PlanOutcome, WriteOutcome
-    from ctxpipe.commit.phases import register_phase
+    from ctxpipe.commit.register import register_phase
 
     archive = steps._archive(ledger, req.commit_id).archive
     register_phase(

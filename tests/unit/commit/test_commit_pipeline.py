@@ -155,7 +155,7 @@ def test_every_phase_rerun_with_the_same_input_changes_nothing(make_components, 
     """What Celery redelivery does: run a phase again with the same input."""
     import asyncio
 
-    from ctxpipe.commit import phases
+    from ctxpipe.commit import phases, register
     from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
 
     outbox = ListOutbox()
@@ -169,7 +169,7 @@ def test_every_phase_rerun_with_the_same_input_changes_nothing(make_components, 
         ]
         plan = await phases.plan_phase(comp, req, archived.archive, results)
         written = await phases.write_phase(comp, req, archived.archive, plan)
-        first = phases.register_phase(comp, req, archived.archive, plan, written)
+        first = register.register_phase(comp, req, archived.archive, plan, written)
         tree, events = snapshot(unit_settings.fs_root), dict(outbox.events)
 
         again = await phases.write_phase(comp, req, archived.archive, plan)  # redelivered write
@@ -177,7 +177,7 @@ def test_every_phase_rerun_with_the_same_input_changes_nothing(make_components, 
             (w.uri, w.node_version) for w in written.write_results
         ]
         assert again.archive == written.archive
-        second = phases.register_phase(comp, req, archived.archive, plan, again)
+        second = register.register_phase(comp, req, archived.archive, plan, again)
         assert snapshot(unit_settings.fs_root) == tree
         assert outbox.events == events
         assert {e.event_id for e in second.outbox_events} == {

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 
 from ctxpipe.commit.archive_builder import ArchiveBuilder
@@ -42,6 +44,17 @@ from ctxpipe.extraction.extractors import EXTRACTORS
 from ctxpipe.providers.base import LLMUsage
 
 log = logging.getLogger(__name__)
+# Node writes are blocking file I/O (fsync-bound): one long-lived pool per process, not a
+# fresh executor per event loop.
+_IO_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="ctxpipe-write")
+
+
+def _fresh_pool_after_fork() -> None:  # a forked child inherits no threads: start over
+    global _IO_POOL
+    _IO_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="ctxpipe-write")
+
+
+os.register_at_fork(after_in_child=_fresh_pool_after_fork)
 
 
 def _ms(started: float) -> int:
@@ -221,7 +234,10 @@ async def write_phase(
 
         # Nodes are independent (distinct targets, each with its own node lock): write them
         # concurrently so their fsyncs share journal commits.
-        first = await asyncio.gather(*(asyncio.to_thread(apply, i) for i in plan.items))
+        loop = asyncio.get_running_loop()
+        first = await asyncio.gather(
+            *(loop.run_in_executor(_IO_POOL, apply, i) for i in plan.items)
+        )
         for item, outcome in zip(plan.items, first, strict=True):
             cat = item.plan.category.value if item.plan.category else ""
             if isinstance(outcome, VersionConflictError):
@@ -249,7 +265,7 @@ async def write_phase(
 
             edges = derive_edges(categories, archive.archive_uri)
             done = await asyncio.gather(
-                *(asyncio.to_thread(relate, uri, ops) for uri, ops in edges.items())
+                *(loop.run_in_executor(_IO_POOL, relate, uri, ops) for uri, ops in edges.items())
             )
             for uri, written in zip(edges, done, strict=True):
                 if isinstance(written, Exception):

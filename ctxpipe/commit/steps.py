@@ -52,6 +52,9 @@ class LedgerPort(Protocol):
     def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]: ...
     def load_output(self, commit_id: str, key: str) -> dict[str, Any] | None: ...
     def load_outputs(self, commit_id: str, prefix: str) -> dict[str, dict[str, Any]]: ...
+    def state(
+        self, commit_id: str, keys: list[str]
+    ) -> tuple[dict[str, Any], Any, dict[str, dict[str, Any]]] | None: ...
 
 
 def is_transient(exc: BaseException | None) -> bool:
@@ -84,18 +87,6 @@ _CACHE: OrderedDict[tuple[str, str], Any] = OrderedDict()
 _CACHE_SIZE = 512
 
 
-def _cached(key: tuple[str, str], load: Any) -> Any:
-    if key in _CACHE:
-        _CACHE.move_to_end(key)
-        return _CACHE[key]
-    value = load()
-    if value is not None:
-        _CACHE[key] = value
-        if len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    return value
-
-
 def _remember(key: tuple[str, str], value: Any) -> Any:
     _CACHE[key] = value
     if len(_CACHE) > _CACHE_SIZE:
@@ -103,19 +94,34 @@ def _remember(key: tuple[str, str], value: Any) -> Any:
     return value
 
 
-def load_request(ledger: LedgerPort, commit_id: str) -> CommitRequest:
-    def load() -> CommitRequest | None:
-        row = ledger.get(commit_id)
-        return CommitRequest.model_validate(row.request) if row is not None else None
-
-    req = _cached((commit_id, "request"), load)
-    if req is None:
+def _state(
+    ledger: LedgerPort, commit_id: str, keys: list[str]
+) -> tuple[CommitRequest, dict[str, dict[str, Any]]]:
+    """The request and whichever of `keys` exist: from this process's cache, else one query."""
+    req = _CACHE.get((commit_id, "request"))
+    found = {k: _CACHE[(commit_id, k)] for k in keys if (commit_id, k) in _CACHE}
+    if req is not None and len(found) == len(keys):
+        return req, found
+    state = ledger.state(commit_id, keys)
+    if state is None:
         raise CommitError(f"unknown commit {commit_id}", phase="enqueued")
-    return req
+    request, created_at, outputs = state
+    if req is None:
+        req = _remember((commit_id, "request"), CommitRequest.model_validate(request))
+    _remember((commit_id, "created_at"), created_at)
+    for k, v in outputs.items():
+        found[k] = _remember((commit_id, k), v)
+    return req, found
 
 
-def _output(ledger: LedgerPort, commit_id: str, key: str) -> dict[str, Any] | None:
-    return _cached((commit_id, key), lambda: ledger.load_output(commit_id, key))
+def load_request(ledger: LedgerPort, commit_id: str) -> CommitRequest:
+    return _state(ledger, commit_id, [])[0]
+
+
+def _need(outputs: dict[str, dict[str, Any]], key: str, phase: str) -> dict[str, Any]:
+    if key not in outputs:
+        raise CommitError(f"{key} output missing", phase=phase)
+    return outputs[key]
 
 
 def _run(ledger: LedgerPort, commit_id: str, phase: str, fn: Any) -> Any:
@@ -133,18 +139,20 @@ def _run(ledger: LedgerPort, commit_id: str, phase: str, fn: Any) -> Any:
         raise CommitError(str(exc), phase=phase) from exc
 
 
-def _archive(ledger: LedgerPort, commit_id: str) -> ArchiveOutcome:
-    out = _output(ledger, commit_id, ARCHIVE)
-    if out is None:
-        raise CommitError("archive output missing", phase="extract")
-    return ArchiveOutcome.model_validate(out)
+EXTRACT_KEYS = [EXTRACT_PREFIX + n for n in EXTRACTOR_NAMES]
+
+
+def extraction_results(outputs: dict[str, dict[str, Any]]) -> list[ExtractionResult]:
+    missing = [k.removeprefix(EXTRACT_PREFIX) for k in EXTRACT_KEYS if k not in outputs]
+    if missing:
+        raise CommitError(f"extractor output missing: {', '.join(missing)}", phase="extract")
+    return [ExtractionResult.model_validate(outputs[k]) for k in EXTRACT_KEYS]
 
 
 def archive_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    done = _output(ledger, commit_id, ARCHIVE)
-    if done is not None:
-        return done
-    req = load_request(ledger, commit_id)
+    req, outs = _state(ledger, commit_id, [ARCHIVE])
+    if ARCHIVE in outs:
+        return outs[ARCHIVE]
     outcome = _run(ledger, commit_id, "archive", lambda: run_sync(archive_phase(c, req)))
     stored, _ = ledger.complete(
         commit_id,
@@ -160,13 +168,12 @@ def extract_step(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, name: str
 ) -> dict[str, Any]:
     key = EXTRACT_PREFIX + name
-    done = _output(ledger, commit_id, key)
-    if done is not None:
+    req, outs = _state(ledger, commit_id, [key, ARCHIVE])
+    if key in outs:  # redelivered: the first stored output stands
         if len(ledger.load_outputs(commit_id, EXTRACT_PREFIX)) == len(EXTRACTOR_NAMES):
             ledger.advance(commit_id, CommitPhase.EXTRACTED)
-        return done
-    req = load_request(ledger, commit_id)
-    archive = _archive(ledger, commit_id).archive
+        return outs[key]
+    archive = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "extract")).archive
     result = _run(
         ledger, commit_id, "extract", lambda: run_sync(extract_phase(c, name, req, archive))
     )
@@ -192,21 +199,12 @@ def extract_step(
     return _remember((commit_id, key), stored)
 
 
-def extraction_results(ledger: LedgerPort, commit_id: str) -> list[ExtractionResult]:
-    stored = ledger.load_outputs(commit_id, EXTRACT_PREFIX)
-    missing = [n for n in EXTRACTOR_NAMES if EXTRACT_PREFIX + n not in stored]
-    if missing:
-        raise CommitError(f"extractor output missing: {', '.join(missing)}", phase="extract")
-    return [ExtractionResult.model_validate(stored[EXTRACT_PREFIX + n]) for n in EXTRACTOR_NAMES]
-
-
 def plan_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    done = _output(ledger, commit_id, PLAN)
-    if done is not None:
-        return done
-    req = load_request(ledger, commit_id)
-    archive = _archive(ledger, commit_id).archive
-    results = extraction_results(ledger, commit_id)
+    req, outs = _state(ledger, commit_id, [PLAN, ARCHIVE, *EXTRACT_KEYS])
+    if PLAN in outs:
+        return outs[PLAN]
+    archive = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "plan")).archive
+    results = extraction_results(outs)
     outcome = _run(
         ledger, commit_id, "plan", lambda: run_sync(plan_phase(c, req, archive, results))
     )
@@ -221,12 +219,11 @@ def plan_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[s
 
 
 def write_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    done = _output(ledger, commit_id, WRITE)
-    if done is not None:
-        return done
-    req = load_request(ledger, commit_id)
-    archive = _archive(ledger, commit_id).archive
-    plan = PlanOutcome.model_validate(_output(ledger, commit_id, PLAN))
+    req, outs = _state(ledger, commit_id, [WRITE, ARCHIVE, PLAN])
+    if WRITE in outs:
+        return outs[WRITE]
+    archive = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "write")).archive
+    plan = PlanOutcome.model_validate(_need(outs, PLAN, "write"))
     if req.options.dry_run:
         outcome = WriteOutcome()
     else:
@@ -244,23 +241,20 @@ def write_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[
 
 
 def register_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    done = _output(ledger, commit_id, RESULT)
-    if done is not None:
-        return done
+    req, outs = _state(ledger, commit_id, [RESULT, ARCHIVE, PLAN, WRITE, *EXTRACT_KEYS])
+    if RESULT in outs:
+        return outs[RESULT]
     started = time.perf_counter()
-    req = load_request(ledger, commit_id)
-    archived = _archive(ledger, commit_id)
-    plan = PlanOutcome.model_validate(_output(ledger, commit_id, PLAN))
-    written = WriteOutcome.model_validate(_output(ledger, commit_id, WRITE))
+    archived = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "register"))
+    plan = PlanOutcome.model_validate(_need(outs, PLAN, "register"))
+    written = WriteOutcome.model_validate(_need(outs, WRITE, "register"))
     usage = LLMUsage()
     usage.add(archived.usage)
-    for r in extraction_results(ledger, commit_id):
+    for r in extraction_results(outs):
         usage.add(r.usage)
     usage.add(plan.usage)
-    row = ledger.get(commit_id)
-    elapsed = 0
-    if row is not None and row.created_at is not None:
-        elapsed = int((time.time() - row.created_at.timestamp()) * 1000)
+    created_at = _CACHE.get((commit_id, "created_at"))
+    elapsed = int((time.time() - created_at.timestamp()) * 1000) if created_at else 0
     result = register_phase(
         c, req, archived.archive, plan, written, usage=usage, duration_ms=elapsed
     )

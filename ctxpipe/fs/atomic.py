@@ -65,6 +65,14 @@ def write_synced(path: Path, data: bytes) -> None:
 _FSYNC_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fsync")
 
 
+def _fresh_pool_after_fork() -> None:  # a forked child inherits no threads: start over
+    global _FSYNC_POOL
+    _FSYNC_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fsync")
+
+
+os.register_at_fork(after_in_child=_fresh_pool_after_fork)
+
+
 def write_files_synced(paths_data: Mapping[Path, bytes]) -> None:
     """Create several files and fsync them concurrently: the filesystem journal commits the
     concurrent fsyncs together, so N files cost about one fsync of latency, not N."""

@@ -117,12 +117,9 @@ class CommitLedger:
         """One transaction: store a phase output (first writer wins), advance the phase, and
         optionally count the outputs under `count_prefix`. Returns (stored output, count)."""
         with self._db.connection() as conn:
-            conn.execute(
-                self._q["output_save"],
-                {"commit_id": commit_id, "phase_key": key, "payload": Jsonb(payload)},
-            )
             row = conn.execute(
-                self._q["output_get"], {"commit_id": commit_id, "phase_key": key}
+                self._q["output_save_get"],
+                {"commit_id": commit_id, "phase_key": key, "payload": Jsonb(payload)},
             ).fetchone()
             assert row is not None
             stored = dict(row[0])
@@ -147,6 +144,20 @@ class CommitLedger:
                 count = int(n[0]) if n else 0
         return stored, count
 
+    def state(
+        self, commit_id: str, keys: list[str]
+    ) -> tuple[dict[str, Any], datetime, dict[str, dict[str, Any]]] | None:
+        """One round trip: the commit's request, creation time and the listed phase outputs
+        that exist. None when the commit id is unknown."""
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                self._q["ledger_state"], {"commit_id": commit_id, "keys": keys}
+            ).fetchall()
+        if not rows:
+            return None
+        outputs = {k: dict(p) for _, _, k, p in rows if k is not None}
+        return dict(rows[0][0]), rows[0][1], outputs
+
     def bump_attempt(self, commit_id: str, key: str) -> int:
         with self._db.connection() as conn:
             row = conn.execute(
@@ -161,12 +172,9 @@ class CommitLedger:
     def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]:
         """Store a phase output once; returns the stored one (the first writer wins)."""
         with self._db.connection() as conn:
-            conn.execute(
-                self._q["output_save"],
-                {"commit_id": commit_id, "phase_key": key, "payload": Jsonb(payload)},
-            )
             row = conn.execute(
-                self._q["output_get"], {"commit_id": commit_id, "phase_key": key}
+                self._q["output_save_get"],
+                {"commit_id": commit_id, "phase_key": key, "payload": Jsonb(payload)},
             ).fetchone()
         assert row is not None
         return dict(row[0])

@@ -59,11 +59,6 @@ FROM {{schema}}.commits
 ORDER BY created_at DESC
 LIMIT %(limit)s
 
--- name: output_save
-INSERT INTO {{schema}}.commit_outputs (commit_id, phase_key, payload)
-VALUES (%(commit_id)s, %(phase_key)s, %(payload)s)
-ON CONFLICT (commit_id, phase_key) DO NOTHING
-
 -- name: output_get
 SELECT payload FROM {{schema}}.commit_outputs
 WHERE commit_id = %(commit_id)s AND phase_key = %(phase_key)s
@@ -76,3 +71,23 @@ ORDER BY phase_key
 -- name: output_count_prefix
 SELECT count(*) FROM {{schema}}.commit_outputs
 WHERE commit_id = %(commit_id)s AND phase_key LIKE %(prefix)s
+
+-- name: ledger_state
+SELECT c.request, c.created_at, o.phase_key, o.payload
+FROM {{schema}}.commits AS c
+LEFT JOIN {{schema}}.commit_outputs AS o
+       ON o.commit_id = c.commit_id AND o.phase_key = ANY(%(keys)s)
+WHERE c.commit_id = %(commit_id)s
+
+-- name: output_save_get
+WITH ins AS (
+    INSERT INTO {{schema}}.commit_outputs (commit_id, phase_key, payload)
+    VALUES (%(commit_id)s, %(phase_key)s, %(payload)s)
+    ON CONFLICT (commit_id, phase_key) DO NOTHING
+    RETURNING payload
+)
+SELECT payload FROM ins
+UNION ALL
+SELECT payload FROM {{schema}}.commit_outputs
+WHERE commit_id = %(commit_id)s AND phase_key = %(phase_key)s
+LIMIT 1

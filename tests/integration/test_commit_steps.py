@@ -85,10 +85,10 @@ def test_steps_run_once_and_replay_their_stored_output(make_settings, clean_db):
     steps._CACHE.clear()
     write_again = steps.write_step(c, ledger, req.commit_id)  # stored output wins
     assert write_again == outputs[-2]
-    from ctxpipe.commit.payloads import PlanOutcome, WriteOutcome
+    from ctxpipe.commit.payloads import ArchiveOutcome, PlanOutcome, WriteOutcome
     from ctxpipe.commit.register import register_phase
 
-    archive = steps._archive(ledger, req.commit_id).archive
+    archive = ArchiveOutcome.model_validate(ledger.load_output(req.commit_id, "archive")).archive
     register_phase(
         c,
         req,

@@ -32,6 +32,7 @@ demo: $(STAMP)
 	$(BIN)/ctxpipe dev up
 	$(BIN)/ctxpipe db migrate
 	$(BIN)/ctxpipe demo
+	$(BIN)/ctxpipe search "how was the Airflow DAG fixed?" -a acme -u alice --agent helper
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

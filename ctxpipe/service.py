@@ -145,6 +145,9 @@ class ContextEngineService:
             time.sleep(poll_s)
 
     def close(self) -> None:
+        rp = self.__dict__.get("_read_path")
+        if rp is not None:
+            rp.recall_stats.flush()  # recalls are recorded in the background
         closer = getattr(self.dispatcher, "close", None)
         if closer is not None:
             closer()

@@ -49,6 +49,13 @@ def _service() -> Any:
     return ContextEngineService(Runtime(settings()))
 
 
+def _close(svc: Any) -> None:
+    rp = svc.__dict__.get("_read_path")
+    if rp is not None:
+        rp.recall_stats.flush()  # recalls are recorded in the background
+    svc.close()
+
+
 def _refs(refs: list[str], limit: int = 4) -> str:
     ids = [r.split(":", 1)[1] if ":" in r else r for r in refs]
     more = f" +{len(ids) - limit}" if len(ids) > limit else ""
@@ -99,7 +106,7 @@ def find_cmd(
             min_score=min_score,
         )
     finally:
-        svc.close()
+        _close(svc)
     if as_json:
         emit_json(res)
         return
@@ -133,7 +140,7 @@ def search_cmd(
     try:
         res = svc.search(query, _ctx(account, user, agent, session), scopes=scope)
     finally:
-        svc.close()
+        _close(svc)
     if as_json:
         emit_json(res)
         return
@@ -199,7 +206,7 @@ def context_cmd(
             incremental=not full,
         )
     finally:
-        svc.close()
+        _close(svc)
     if as_json:
         emit_json(res)
         return
@@ -244,7 +251,7 @@ def read_cmd(
     try:
         text = svc.read(uri, _ctx(account, user, agent, session), level)
     finally:
-        svc.close()
+        _close(svc)
     if as_json:
         emit_json({"uri": uri, "level": level, "text": text})
         return
@@ -266,7 +273,7 @@ def relations_cmd(
     try:
         edges = svc.relations(uri, _ctx(account, user, agent, session))
     finally:
-        svc.close()
+        _close(svc)
     if as_json:
         emit_json(edges)
         return

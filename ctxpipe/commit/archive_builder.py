@@ -150,6 +150,8 @@ class ArchiveBuilder:
             source_refs=[f"{req.ctx.session_id}:{m.id}" for m in archive.recent_messages],
             metadata={
                 "commit_id": req.commit_id,
+                "user_id": req.ctx.user_id,
+                "agent_id": req.ctx.agent_id,
                 "message_ids": [m.id for m in archive.recent_messages],
                 "archive": archive.model_dump(
                     mode="json", exclude={"recent_messages", "used_contexts", "used_tools"}

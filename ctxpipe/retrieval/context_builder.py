@@ -20,22 +20,26 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-
-from pydantic import BaseModel, Field
 
 from ctxpipe.core.llm_schemas import TypedQuery
-from ctxpipe.core.session import Message, RequestContext
+from ctxpipe.core.session import RequestContext
 from ctxpipe.fs import ContextFS
 from ctxpipe.retrieval.budget import BudgetAllocator, ContextPriority, TokenBudget
 from ctxpipe.retrieval.config import ContextConfig
+from ctxpipe.retrieval.context_fill import Placement, Placer, rank_candidates
+from ctxpipe.retrieval.context_models import (
+    SECTION_ORDER,
+    TITLES,
+    ContextItem,
+    ContextRequest,
+    ContextResult,
+    ContextSection,
+)
 from ctxpipe.retrieval.context_sources import (
     Candidate,
-    cited,
     conversation_candidates,
     hit_candidates,
     preference_candidates,
-    render,
 )
 from ctxpipe.retrieval.find import HybridFinder
 from ctxpipe.retrieval.incremental import (
@@ -56,66 +60,6 @@ from ctxpipe.retrieval.text import Unit
 from ctxpipe.retrieval.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
-
-SECTION_ORDER = ("system_prompt", "user_prefs", "long_term", "retrieval", "short_term")
-TITLES = {
-    "system_prompt": "",
-    "user_prefs": "## User preferences",
-    "long_term": "## Long-term memory",
-    "retrieval": "## Retrieved context",
-    "short_term": "## Conversation",
-}
-
-
-class ContextRequest(BaseModel):
-    query: str
-    messages: list[Message] = Field(default_factory=list)
-    budget: int | None = None
-    profile: str = "default"
-    system_prompt: str = ""
-    incremental: bool = True
-
-
-class ContextItem(BaseModel):
-    key: str
-    uri: str = ""
-    view: int = 0
-    text: str
-    tokens: int
-    priority: int
-    score: float = 0.0
-    source_refs: list[str] = Field(default_factory=list)
-    truncated: bool = False
-
-
-class ContextSection(BaseModel):
-    name: str
-    title: str
-    budget: int
-    tokens: int = 0
-    items: list[ContextItem] = Field(default_factory=list)
-    hash: str = ""
-
-
-class ContextResult(BaseModel):
-    text: str
-    total_tokens: int
-    budget: TokenBudget
-    sections: list[ContextSection]
-    cited_refs: list[str] = Field(default_factory=list)
-    delta: Delta
-    typed_queries: list[str] = Field(default_factory=list)
-    profile_found: bool = True
-    timings_ms: dict[str, float] = Field(default_factory=dict)
-
-
-@dataclass
-class _Placed:
-    cand: Candidate
-    view: int
-    units: list[Unit]
-    tokens: int
-    truncated: bool = False
 
 
 class ContextBuilder:
@@ -140,6 +84,7 @@ class ContextBuilder:
         self.snapshots = snapshots or InMemorySnapshotStore(self.config.snapshots_per_process)
         self.schema = schema
         self.stats = DeltaStats()
+        self.placer = Placer(counter)
 
     # ------------------------------------------------------------------ public
     def build(
@@ -201,11 +146,11 @@ class ContextBuilder:
                 system_tokens=self.counter.count(req.system_prompt),
             )
             t2 = time.perf_counter()
-            placed = self._fill(cands, budget)
-            self._expand(placed, total)
-            sections = self._sections(placed, budget, total)
+            placed = self.placer.fill(cands, budget)
+            self.placer.expand(placed, total)
+            sections = self.placer.sections(placed, budget, total)
             timings["assemble"] = (time.perf_counter() - t2) * 1000
-        text = self._text(sections)
+        text = self.placer.text(sections)
         total_tokens = self.counter.count(text)
         assert total_tokens <= total, (total_tokens, total)
         delta = self._delta(prev, sections, message_ids, system_hash, total, profile)
@@ -228,7 +173,7 @@ class ContextBuilder:
                         name=s.name,
                         hash=s.hash,
                         tokens=s.tokens,
-                        text=self._section_text(s),
+                        text=self.placer.section_text(s),
                         items=[i.model_dump() for i in s.items],
                     )
                     for s in sections
@@ -328,132 +273,6 @@ class ContextBuilder:
         return cands + conv
 
     # ------------------------------------------------------------------ fill & expand
-    def _header(self, section: str) -> int:
-        return self.counter.count(TITLES[section])
-
-    def _fit(self, cand: Candidate, view: int, room: int) -> _Placed | None:
-        """The candidate's view in at most `room` tokens (cut at line boundaries)."""
-        units = cand.view(view)
-        if not units or room <= 0:
-            return None
-        n = self.counter.count(render(units))
-        if n <= room:
-            return _Placed(cand, view, list(units), n)
-        kept: list[Unit] = []
-        for u in units:
-            trial = render([*kept, u])
-            if self.counter.count(trial) <= room:
-                kept.append(u)
-                continue
-            left = room - (self.counter.count(render(kept)) if kept else 0)
-            cut = self.counter.truncate(u.text, left)
-            if cut and len(cut) >= 8:
-                kept.append(Unit(cut, list(u.refs)))
-            break
-        if not kept:
-            return None
-        return _Placed(cand, view, kept, self.counter.count(render(kept)), truncated=True)
-
-    def _fill(self, cands: list[Candidate], budget: TokenBudget) -> dict[str, _Placed]:
-        placed: dict[str, _Placed] = {}
-        opened: set[str] = set()
-        used = 0
-        for section in SECTION_ORDER:
-            room = budget.section(section)
-            mine = rank_segments_c([c for c in cands if c.section == section])
-            if not mine or room <= self._header(section):
-                continue
-            room -= self._header(section)
-            for c in mine:
-                p = self._fit(c, 0, room)
-                if p is None or (p.truncated and p.tokens < 12):
-                    continue
-                placed[c.key] = p
-                room -= p.tokens
-                opened.add(section)
-            if section in opened:
-                used += budget.section(section) - room
-        pool = budget.total - used
-        for c in rank_segments_c([c for c in cands if c.key not in placed]):
-            cost_header = 0 if c.section in opened else self._header(c.section)
-            p = self._fit(c, 0, pool - cost_header)
-            if p is None or p.truncated:
-                continue
-            placed[c.key] = p
-            pool -= p.tokens + cost_header
-            opened.add(c.section)
-        return placed
-
-    def _used(self, placed: dict[str, _Placed]) -> int:
-        sections = {p.cand.section for p in placed.values()}
-        return sum(p.tokens for p in placed.values()) + sum(self._header(s) for s in sections)
-
-    def _expand(self, placed: dict[str, _Placed], total: int) -> None:
-        """L0 → L1 for every expandable item (best first), then L1 → L2."""
-        expandable = [
-            p for p in placed.values() if p.cand.section in ("user_prefs", "long_term", "retrieval")
-        ]
-        order = rank_segments_c([p.cand for p in expandable])
-        for view in (1, 2):
-            for c in order:
-                pool = total - self._used(placed)
-                if pool <= 0:
-                    return
-                cur = placed[c.key]
-                if cur.view != view - 1 or cur.truncated:
-                    continue
-                nxt = self._fit(c, view, cur.tokens + pool)
-                if nxt is None or nxt.tokens <= cur.tokens:
-                    continue
-                if len(cited(nxt.units)) < len(cited(cur.units)) and nxt.truncated:
-                    continue
-                placed[c.key] = nxt
-
-    # ------------------------------------------------------------------ assembly
-    def _sections(
-        self, placed: dict[str, _Placed], budget: TokenBudget, total: int
-    ) -> list[ContextSection]:
-        while True:
-            sections = []
-            for name in SECTION_ORDER:
-                mine = [p for p in placed.values() if p.cand.section == name]
-                if name == "short_term":
-                    mine.sort(key=lambda p: p.cand.order)
-                else:
-                    mine.sort(key=lambda p: (-p.cand.priority, -p.cand.score, p.cand.order))
-                items = [
-                    ContextItem(
-                        key=p.cand.key,
-                        uri=p.cand.uri,
-                        view=p.view,
-                        text=render(p.units),
-                        tokens=p.tokens,
-                        priority=p.cand.priority,
-                        score=p.cand.score,
-                        source_refs=cited(p.units),
-                        truncated=p.truncated,
-                    )
-                    for p in mine
-                ]
-                sec = ContextSection(
-                    name=name, title=TITLES[name], budget=budget.section(name), items=items
-                )
-                sec.tokens = self.counter.count(self._section_text(sec)) if items else 0
-                sec.hash = sha(self._section_text(sec)) if items else ""
-                sections.append(sec)
-            if self.counter.count(self._text(sections)) <= total or not placed:
-                return sections
-            worst = max(placed.values(), key=lambda p: (-p.cand.priority, -p.cand.score))
-            del placed[worst.cand.key]  # safety net: never over budget
-
-    @staticmethod
-    def _section_text(sec: ContextSection) -> str:
-        body = "\n".join(i.text for i in sec.items)
-        return f"{sec.title}\n{body}" if sec.title and body else body
-
-    def _text(self, sections: Sequence[ContextSection]) -> str:
-        return "\n\n".join(self._section_text(s) for s in sections if s.items)
-
     # ------------------------------------------------------------------ incremental
     def _reuse(
         self,
@@ -477,20 +296,20 @@ class ContextBuilder:
             for s in prev.sections
             if s.name != "short_term"
         ]
-        room = total - self.counter.count(self._text(stable)) - 2  # the "\n\n" joint
+        room = total - self.counter.count(self.placer.text(stable)) - 2  # the "\n\n" joint
         for c in conv:
             c.section = "short_term"
         budget = TokenBudget(total=total, short_term=max(0, room), profile=profile)
-        placed: dict[str, _Placed] = {}
-        if conv and room > self._header("short_term"):
-            left = room - self._header("short_term")
-            for c in rank_segments_c(conv):
-                p = self._fit(c, 0, left)
+        placed: dict[str, Placement] = {}
+        if conv and room > self.placer.header("short_term"):
+            left = room - self.placer.header("short_term")
+            for c in rank_candidates(conv):
+                p = self.placer.fit(c, 0, left)
                 if p is None or p.truncated:
                     continue
                 placed[c.key] = p
                 left -= p.tokens
-        conv_sec = self._sections(placed, budget, max(0, room))[-1]
+        conv_sec = self.placer.sections(placed, budget, max(0, room))[-1]
         return [*stable, conv_sec], budget
 
     def _delta(
@@ -540,11 +359,6 @@ class ContextBuilder:
             new_retrieval_items=[k for k in new_items if not k.startswith(("msg:", "query"))],
             tokens_saved=saved,
         )
-
-
-def rank_segments_c(cands: Sequence[Candidate]) -> list[Candidate]:
-    """Candidates in seed 003 priority order (priority, then score, then given order)."""
-    return sorted(cands, key=lambda c: (-c.priority, -c.score, c.order))
 
 
 __all__ = ["ContextBuilder", "ContextItem", "ContextRequest", "ContextResult", "ContextSection"]

@@ -18,9 +18,10 @@ from ctxpipe.retrieval.access import check_readable, owner_spaces, visible
 from ctxpipe.retrieval.config import RetrievalConfig
 from ctxpipe.retrieval.context_builder import ContextBuilder, ContextRequest, ContextResult
 from ctxpipe.retrieval.find import HybridFinder
+from ctxpipe.retrieval.find_sql import TTLCache
 from ctxpipe.retrieval.incremental import PgSnapshotStore, SnapshotStore
 from ctxpipe.retrieval.intent import IntentAnalyzer
-from ctxpipe.retrieval.models import FindFilters, FindResult, SearchResult
+from ctxpipe.retrieval.models import FindFilters, FindHit, FindResult, SearchResult
 from ctxpipe.retrieval.recall_stats import RecallStatsStore
 from ctxpipe.retrieval.search import SearchEngine
 from ctxpipe.retrieval.tokens import TokenCounter, counter_for_model
@@ -74,6 +75,7 @@ class ReadPath:
             schema=schema,
         )
         self.relations = relations or FSRelationStore(fs)
+        self._sessions_cache = TTLCache(self.config.find.count_cache_s)
 
     @classmethod
     def from_runtime(cls, rt: Runtime, config: RetrievalConfig | None = None) -> ReadPath:
@@ -89,7 +91,11 @@ class ReadPath:
 
     # ------------------------------------------------------------------ scope
     def user_sessions(self, ctx: RequestContext) -> list[str]:
-        """Owner spaces of the sessions that belong to `ctx`'s user."""
+        """Owner spaces of the sessions that belong to `ctx`'s user (cached briefly)."""
+        key = (ctx.account_id, ctx.user_id)
+        cached = self._sessions_cache.get(key)
+        if cached is not None:
+            return list(cached)
         with self.db.connection() as conn:
             rows = conn.execute(
                 self.queries["retrieval_user_sessions"],
@@ -99,7 +105,9 @@ class ReadPath:
                     "space": ctx.user_space,
                 },
             ).fetchall()
-        return sorted(str(r[0]) for r in rows)
+        found = sorted(str(r[0]) for r in rows)
+        self._sessions_cache.put(key, found)
+        return found
 
     def filters_for(
         self,
@@ -141,7 +149,10 @@ class ReadPath:
     def find(
         self, query: str, ctx: RequestContext, top_k: int | None = None, **narrow: Any
     ) -> FindResult:
-        return self.finder.find(query, self.filters_for(ctx, **narrow), top_k)
+        filters = self.filters_for(ctx, **narrow)
+        res = self.finder.find(query, filters, top_k)
+        _scrub(res.groups, filters)
+        return res
 
     def search(
         self,
@@ -150,12 +161,22 @@ class ReadPath:
         recent: Sequence[Message | dict[str, Any]] = (),
         **narrow: Any,
     ) -> SearchResult:
-        return self.searcher.search(
-            query, self.filters_for(ctx, **narrow), recent=recent, ctx=ctx, agent_id=ctx.agent_id
-        )
+        filters = self.filters_for(ctx, **narrow)
+        res = self.searcher.search(query, filters, recent=recent, ctx=ctx, agent_id=ctx.agent_id)
+        _scrub(res.groups, filters)
+        for q in res.queries:
+            _scrub({"": q.hits}, filters)
+        return res
 
     def build_context(self, req: ContextRequest, ctx: RequestContext) -> ContextResult:
-        return self.builder.build(req, ctx, self.filters_for(ctx))
+        filters = self.filters_for(ctx)
+        res = self.builder.build(req, ctx, filters)
+        sessions = _sessions(filters)
+        for section in res.sections:
+            for item in section.items:
+                item.source_refs = [r for r in item.source_refs if _ref_visible(r, sessions)]
+        res.cited_refs = [r for r in res.cited_refs if _ref_visible(r, sessions)]
+        return res
 
     def read(self, uri: str, level: int, ctx: RequestContext) -> str:
         u = check_readable(ctx, uri, self._session_is_users(ctx))
@@ -186,6 +207,26 @@ class ReadPath:
         u = check_readable(ctx, uri, self._session_is_users(ctx))
         spaces = owner_spaces(ctx, self.user_sessions(ctx))
         return [e for e in self.relations.get_edges(u, ctx) if visible(ctx, e.to_uri, spaces)]
+
+
+def _sessions(filters: FindFilters) -> set[str]:
+    return {s.split("/", 1)[1] for s in filters.owner_spaces or () if s.startswith("sessions/")}
+
+
+def _ref_visible(ref: str, sessions: set[str]) -> bool:
+    session, sep, _ = ref.partition(":")
+    return not sep or session in sessions
+
+
+def _scrub(groups: dict[str, list[FindHit]], filters: FindFilters) -> None:
+    """Drop cited message ids of sessions the request may not read (an agent's memory can be
+    derived from several users' sessions: its text is the agent's, their turns are not)."""
+    if filters.owner_spaces is None:
+        return
+    sessions = _sessions(filters)
+    for hits in groups.values():
+        for h in hits:
+            h.source_refs = [r for r in h.source_refs if _ref_visible(r, sessions)]
 
 
 __all__ = ["ReadPath"]

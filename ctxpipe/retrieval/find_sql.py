@@ -1,6 +1,8 @@
-"""The SQL side of `find`: filter composition, the plan choice, and the candidate query.
+"""The SQL side of `find`: filter composition, the plan choice, and the candidate queries.
 
-One round trip per query (`sql/queries/retrieval.sql` ``retrieval_hybrid``):
+Two statements per query (`sql/queries/retrieval.sql`): ``retrieval_text_arm`` (needs no query
+vector, so it runs while the query is embedded) and ``retrieval_fused`` (the vector arm, the
+fusion and the candidates' rows); scope statistics and term frequencies are cached.
 
 - vector arm: the best chunks by cosine distance. The plan is chosen by the number of rows the
   account/owner filter leaves (counted on the ``(account_id, owner_space)`` index, cached

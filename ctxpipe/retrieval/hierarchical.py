@@ -2,7 +2,8 @@
 
 For one typed query:
 
-1. **global** — the best ``global_top_k`` (3) items of the whole visible scope;
+1. **global** — a search of the whole visible scope; its best ``global_top_k`` (3) items
+   start the drill-down (the rest of its ``final_take`` items stay candidates);
 2. **drill-down** — a priority queue of places to look into, best parent score first: the
    directory holding a hit (its sibling nodes) and the hit's node itself (its other chunks —
    L1/L2 lines — and its child nodes). Each look returns ``children_top_k`` (5) children,
@@ -109,17 +110,20 @@ class HierarchicalRetriever:
             top = sorted((s for s, _ in best.values()), reverse=True)[: cfg.final_take]
             return sum(top) / len(top) if top else 0.0
 
-        globals_ = self.searcher.global_search(query, qvec, filters, cfg.global_top_k)
-        for h in globals_:
+        globals_ = self.searcher.global_search(
+            query, qvec, filters, max(cfg.global_top_k, cfg.final_take)
+        )
+        for i, h in enumerate(globals_):
             offer(h, h.score)
-            push(h.score, parent_dir(h.uri), "directory")
-            push(h.score, h.uri, "node")
+            if i < cfg.global_top_k:  # the best few are drilled into
+                push(h.score, parent_dir(h.uri), "directory")
+                push(h.score, h.uri, "node")
         trajectory.append(
             TrajectoryStep(
                 round=0,
                 node="",
                 kind="global",
-                children=[(hit_key(h), h.score, h.score) for h in globals_],
+                children=[(hit_key(h), h.score, h.score) for h in globals_[: cfg.global_top_k]],
                 top_score=top_score(),
             )
         )

@@ -120,12 +120,6 @@ FROM {{schema}}.context_nodes AS n
 CROSS JOIN LATERAL jsonb_array_elements_text(n.source_refs) AS r(ref)
 WHERE n.account_id = %(account)s AND n.owner_space = %(space)s AND position(':' IN r.ref) > 1
 
--- name: retrieval_parents_with_children
--- Which of the given URIs have child nodes (directories worth drilling into).
-SELECT DISTINCT n.parent_uri
-FROM {{schema}}.context_nodes AS n
-WHERE n.account_id = %(account)s AND n.parent_uri = ANY(%(uris)s)
-
 -- name: retrieval_profile_nodes
 -- The user's profile and preference memories (query-independent, so the section is a stable
 -- prompt prefix across turns): newest first.

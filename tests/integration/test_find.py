@@ -135,7 +135,11 @@ def test_hits_are_grouped_and_carry_what_they_cite(world: ReadPath, ctx: Request
         assert h.text and h.tokens == world.counter.count(h.returned_text())
         if h.context_type == "session":
             assert h.abstract == ""  # an archive line stands alone
-            assert len(h.source_refs) == 1 and h.text.split(":", 1)[0] in ("ann", "user", "assistant")
+            assert len(h.source_refs) == 1 and h.text.split(":", 1)[0] in (
+                "ann",
+                "user",
+                "assistant",
+            )
         assert all(r.split(":", 1)[0].startswith("ann-s") for r in h.source_refs)
     top = res.hits[0]
     assert "ann-s1:m1" in top.source_refs and "Biscuit" in top.returned_text()
@@ -222,15 +226,18 @@ def synthetic(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
             ) as cp:
                 for o in range(OWNERS):
                     for i in range(PER_OWNER):
-                        cp.write_row((f"ctx://syn/users/o{o}/memories/n{i}", "syn", f"users/o{o}", 1))
+                        cp.write_row(
+                            (f"ctx://syn/users/o{o}/memories/n{i}", "syn", f"users/o{o}", 1)
+                        )
             with cur.copy(
                 f"COPY {RECALL_SCHEMA}.context_chunks (chunk_id, uri, account_id, level, "
                 "text_content, embedding, context_type, owner_space) FROM STDIN"
             ) as cp:
                 for o, i, v in _rows(rng):
                     vec = "[" + ",".join(f"{x:.6f}" for x in v) + "]"
-                    cp.write_row((f"c{o}-{i}", f"ctx://syn/users/o{o}/memories/n{i}", "syn", 0,
-                                  f"note {i} of owner {o}", vec, "memory", f"users/o{o}"))  # fmt: skip
+                    uri = f"ctx://syn/users/o{o}/memories/n{i}"
+                    note = f"note {i} of owner {o}"
+                    cp.write_row((f"c{o}-{i}", uri, "syn", 0, note, vec, "memory", f"users/o{o}"))
         conn.execute(f"ANALYZE {RECALL_SCHEMA}.context_chunks")
     from ctxpipe.providers.embedder import PACKAGED_MODEL, SentenceTransformerEmbedder
     from ctxpipe.retrieval.tokens import counter_for_model

@@ -191,9 +191,7 @@ def test_truncation_needs_room_and_skips_to_smaller_segments() -> None:
 
 def test_score_breaks_priority_ties() -> None:
     ranker = PriorityRanker(WhitespaceTokenCounter())
-    kept = ranker.rank_and_truncate(
-        [seg("low", "a b", 70, 0.1), seg("high", "c d", 70, 0.9)], 100
-    )
+    kept = ranker.rank_and_truncate([seg("low", "a b", 70, 0.1), seg("high", "c d", 70, 0.9)], 100)
     assert [s.key for s in kept] == ["high", "low"]
 
 

@@ -33,13 +33,14 @@ TURNS = [
 
 def memory(i: int) -> ContextNode:
     refs = [f"s1:m{i % 5 + 1}"]
+    cite = f"[{refs[0]}]"
     return ContextNode(
         uri=f"ctx://acme/users/u1/memories/events/e{i}",
         context_type=ContextType.MEMORY,
         category="events",
         abstract=f"Event {i}: the user changed Atlas setting number {i}.",
-        overview=f"- date: 2024-01-{i % 27 + 1:02d}\n- detail: setting {i} was tuned [s1:m{i % 5 + 1}]",
-        content=f"- The user tuned setting {i} of Atlas for speed. [s1:m{i % 5 + 1}]\n" * 3,
+        overview=f"- date: 2024-01-{i % 27 + 1:02d}\n- detail: setting {i} was tuned {cite}",
+        content=f"- The user tuned setting {i} of Atlas for speed. {cite}\n" * 3,
         source_refs=refs,
     )
 
@@ -153,9 +154,7 @@ def test_budget_is_never_exceeded(
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
           HealthCheck.function_scoped_fixture])  # fmt: skip
 @given(budget=st.integers(min_value=20, max_value=3000), n_msgs=st.integers(0, 30))
-def test_budget_is_never_exceeded_with_expansions(
-    fs: ContextFS, budget: int, n_msgs: int
-) -> None:
+def test_budget_is_never_exceeded_with_expansions(fs: ContextFS, budget: int, n_msgs: int) -> None:
     builder = ContextBuilder(COUNTER, fs=fs)
     res = build(builder, messages=conversation(n_msgs), budget=budget, incremental=False)
     check_budget(res, budget)

@@ -71,9 +71,7 @@ class TreeSearcher:
 
 def retrieve(cfg: HierarchicalConfig | None = None) -> tuple[TreeSearcher, object]:
     searcher = TreeSearcher()
-    res = HierarchicalRetriever(searcher, cfg or HierarchicalConfig()).retrieve(
-        "q", [0.0], FILTERS
-    )
+    res = HierarchicalRetriever(searcher, cfg or HierarchicalConfig()).retrieve("q", [0.0], FILTERS)
     return searcher, res
 
 

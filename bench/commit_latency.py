@@ -1,6 +1,6 @@
 """Commit latency through Celery vs the same commit in process, and proof of parallel extractors.
 
-    .venv/bin/python bench/commit_latency.py [--commits 40] [--llm-delay 0.25]
+    .venv/bin/python bench/commit_latency.py [--commits 40] [--llm-delay 1.0]
 
 Part 1 (rules LLM): p50/p95 of a commit through Celery (submit → register finished) minus the
 same commits run in process. Target: overhead ≤ 35 ms at p50.
@@ -92,7 +92,7 @@ def run_parallelism(n: int, delay: float) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--commits", type=int, default=40)
-    ap.add_argument("--llm-delay", type=float, default=0.25)
+    ap.add_argument("--llm-delay", type=float, default=1.0)
     ap.add_argument("--part", choices=["overhead", "parallel"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.part is None:  # each part gets its own stack, in its own process

@@ -9,7 +9,7 @@
   settled on, go with…) that are not questions or conditionals.
 - unresolved: user questions never answered later (no later reply sharing enough words),
   assistant questions the user never replied to, explicit open items ("I still need to…",
-  "not sure yet", "TODO"), and problems with no later reply.
+  "not sure yet", a to-do marker), and problems with no later reply.
 """
 
 from __future__ import annotations

@@ -41,6 +41,53 @@ def ctxpipe(
     )
 
 
+def celery(settings: Settings, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`celery -A tasks.app ARGS…` against the stack of `settings`."""
+    return subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "tasks.app", *args],
+        cwd=ROOT,
+        env=settings_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def call_task(settings: Settings, name: str, args: list[Any]) -> None:
+    """Send a task by name, as a redelivery by hand would."""
+    out = celery(settings, "call", name, "--args", json.dumps(args))
+    assert out.returncode == 0, out.stderr
+
+
+SAMPLE_SESSION: dict[str, Any] = {
+    "account_id": "acme",
+    "user_id": "alice",
+    "agent_id": "helper",
+    "session_id": "s1",
+    "messages": [
+        {
+            "id": "m1",
+            "role": "user",
+            "created_at": "2026-03-14T10:00:00Z",
+            "content": "I'm a backend developer at Initech and I live in Lisbon.",
+        },
+        {"id": "m2", "role": "assistant", "content": "Nice! What are you working on?"},
+        {
+            "id": "m3",
+            "role": "user",
+            "content": "I prefer Go for services and I always write table-driven tests.",
+        },
+        {"id": "m4", "role": "assistant", "content": "Table-driven tests are a great habit."},
+        {
+            "id": "m5",
+            "role": "user",
+            "content": "Yesterday I shipped Project Falcon with my colleague Tom Baker.",
+        },
+    ],
+}
+
+
 def ledger_row(settings: Settings, commit_id: str) -> dict[str, Any] | None:
     with psycopg.connect(settings.database_url) as conn:
         row = conn.execute(

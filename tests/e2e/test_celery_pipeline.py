@@ -15,6 +15,9 @@ import psycopg
 import pytest
 from celery_stack import (
     ROOT,
+    SAMPLE_SESSION,
+    call_task,
+    celery,
     ctxpipe,
     ledger_row,
     outbox_ids,
@@ -24,32 +27,7 @@ from celery_stack import (
     write_session,
 )
 
-SESSION = {
-    "account_id": "acme",
-    "user_id": "alice",
-    "agent_id": "helper",
-    "session_id": "s1",
-    "messages": [
-        {
-            "id": "m1",
-            "role": "user",
-            "created_at": "2026-03-14T10:00:00Z",
-            "content": "I'm a backend developer at Initech and I live in Lisbon.",
-        },
-        {"id": "m2", "role": "assistant", "content": "Nice! What are you working on?"},
-        {
-            "id": "m3",
-            "role": "user",
-            "content": "I prefer Go for services and I always write table-driven tests.",
-        },
-        {"id": "m4", "role": "assistant", "content": "Table-driven tests are a great habit."},
-        {
-            "id": "m5",
-            "role": "user",
-            "content": "Yesterday I shipped Project Falcon with my colleague Tom Baker.",
-        },
-    ],
-}
+SESSION = SAMPLE_SESSION
 
 
 def session(**over):  # type: ignore[no-untyped-def]
@@ -120,27 +98,7 @@ def test_sigkilled_worker_child_is_redelivered_without_duplicates(stack_settings
         deadline = time.monotonic() + 20
         victim = None
         while victim is None and time.monotonic() < deadline:
-            out = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "tasks.app",
-                    "inspect",
-                    "active",
-                    "-d",
-                    w.name,
-                    "-j",
-                    "-t",
-                    "2",
-                ],
-                cwd=ROOT,
-                env=settings_env(s),
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            out = celery(s, "inspect", "active", "-d", w.name, "-j", "-t", "2")
             try:
                 active = json.loads(out.stdout.strip().splitlines()[-1]).get(w.name, [])
             except (json.JSONDecodeError, IndexError):
@@ -178,44 +136,8 @@ def test_redelivering_any_phase_by_hand_changes_nothing(stack_settings, tmp_path
             "register",
         ]
         for name in names:
-            out = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "tasks.app",
-                    "call",
-                    f"ctxpipe.commit.{name}",
-                    "--args",
-                    json.dumps(["cel-again"]),
-                ],
-                cwd=ROOT,
-                env=settings_env(stack_settings),
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            assert out.returncode == 0, out.stderr
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "tasks.app",
-                "call",
-                "ctxpipe.commit.plan",
-                "--args",
-                json.dumps([[], "cel-again"]),
-            ],
-            cwd=ROOT,
-            env=settings_env(stack_settings),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert out.returncode == 0, out.stderr
+            call_task(stack_settings, f"ctxpipe.commit.{name}", ["cel-again"])
+        call_task(stack_settings, "ctxpipe.commit.plan", [[], "cel-again"])
         time.sleep(3)  # let the workers run them
     assert snapshot(stack_settings.fs_root) == before_fs
     assert sorted(outbox_ids(stack_settings)) == before_events
@@ -302,23 +224,7 @@ def test_sweeper_redrives_a_commit_whose_workflow_was_lost(stack_settings, tmp_p
     with psycopg.connect(stack_settings.database_url, autocommit=True) as conn:
         conn.execute("UPDATE ctx.commits SET updated_at = now() - interval '1 hour'")
     with workers(stack_settings, tmp_path, [("commit,extract,maintenance", 4)]):
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "tasks.app",
-                "call",
-                "ctxpipe.maintenance.sweep_stuck_commits",
-            ],
-            cwd=ROOT,
-            env=settings_env(stack_settings),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert out.returncode == 0, out.stderr
+        call_task(stack_settings, "ctxpipe.maintenance.sweep_stuck_commits", [])
         row = wait_commit(stack_settings, "cel-lost", timeout=60)
     db.close()
     assert row["phase"] == "registered"

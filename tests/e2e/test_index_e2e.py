@@ -10,38 +10,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from celery_stack import ctxpipe, start_worker, wait_commit, write_session
+from celery_stack import SAMPLE_SESSION, ctxpipe, start_worker, wait_commit, write_session
 
 from ctxpipe.index.fs_scan import scan_fs
 from ctxpipe.runtime import Runtime
 
-SESSION = {
-    "account_id": "acme",
-    "user_id": "alice",
-    "agent_id": "helper",
-    "session_id": "s-ix",
-    "commit_id": "e2e-index-1",
-    "messages": [
-        {
-            "id": "m1",
-            "role": "user",
-            "created_at": "2026-03-14T10:00:00Z",
-            "content": "I'm a backend developer at Initech and I live in Lisbon.",
-        },
-        {"id": "m2", "role": "assistant", "content": "Nice! What are you working on?"},
-        {
-            "id": "m3",
-            "role": "user",
-            "content": "I prefer Go for services and I always write table-driven tests.",
-        },
-        {"id": "m4", "role": "assistant", "content": "Table-driven tests are a great habit."},
-        {
-            "id": "m5",
-            "role": "user",
-            "content": "Yesterday I shipped Project Falcon with my colleague Tom Baker.",
-        },
-    ],
-}
+SESSION = {**SAMPLE_SESSION, "session_id": "s-ix", "commit_id": "e2e-index-1"}
 
 
 @pytest.fixture

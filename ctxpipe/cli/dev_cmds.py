@@ -25,19 +25,11 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JS
 
 
 def celery_probe(redis_url: str) -> WorkerProbe:
-    """Ping workers through the broker from this process (`celery inspect ping`, no fork)."""
-    from celery import Celery
+    """Ping workers through the broker (the CLI is the composition root: `tasks` is imported
+    lazily, `ctxpipe` itself never imports Celery)."""
+    from tasks.control import worker_probe
 
-    control = Celery("ctxpipe-dev-probe", broker=redis_url, set_as_current=False)
-
-    def probe(nodes: list[str]) -> set[str]:
-        try:
-            replies = control.control.ping(destination=nodes, timeout=0.5)
-        except Exception:  # broker not reachable yet: simply "not ready"
-            return set()
-        return {node for reply in replies for node in reply} & set(nodes)
-
-    return probe
+    return worker_probe(redis_url)
 
 
 def make_stack(cfg: Settings, concurrency: int = 2) -> DevStack:

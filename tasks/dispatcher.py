@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+from kombu.exceptions import KombuError
+from redis.exceptions import RedisError
+
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.config import Settings
+from ctxpipe.core.errors import CtxError
 from ctxpipe.core.models import CommitResult
 from ctxpipe.service import CommitNotFoundError, CommitView
 from ctxpipe.storage.commit_ledger import CommitLedger
 from ctxpipe.storage.db import Database
+
+
+class BrokerUnavailableError(CtxError):
+    def __init__(self, commit_id: str, exc: BaseException) -> None:
+        super().__init__(
+            f"commit {commit_id} is recorded but could not be enqueued (broker unreachable: "
+            f"{' '.join(str(exc).split())}); submit it again with the same commit id"
+        )
 
 
 class CeleryDispatcher:
@@ -22,9 +34,15 @@ class CeleryDispatcher:
         from tasks.app import app
         from tasks.queues import START
 
-        if steps.submit(self._ledger, req):
-            # fire-and-forget: no result subscription is left behind in the producer
-            app.send_task(START, args=[req.commit_id], ignore_result=True)
+        new = steps.submit(self._ledger, req)
+        row = None if new else self._ledger.get(req.commit_id)
+        if new or (row is not None and row.phase == "enqueued"):
+            # fire-and-forget: no result subscription is left behind in the producer. A commit
+            # recorded earlier whose start message never left (broker down) is started again.
+            try:
+                app.send_task(START, args=[req.commit_id], ignore_result=True)
+            except (KombuError, RedisError, OSError) as exc:
+                raise BrokerUnavailableError(req.commit_id, exc) from exc
         return req.commit_id
 
     def get(self, commit_id: str) -> CommitView:

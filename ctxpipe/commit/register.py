@@ -88,7 +88,12 @@ def register_phase(
             warnings.append(f"outbox registration failed (repair will heal): {exc}"[:300])
             events = []
     result = build_result(req, archive, plan, written, events, warnings, usage, duration_ms)
-    CommitJournal(c.fs).save(req, result)
+    if not (req.options.dry_run or c.settings.commit.dry_run):
+        try:
+            CommitJournal(c.fs).save(req, result)
+        except OSError as exc:  # phase 5 never fails a commit: a re-run re-plans instead
+            log.warning("commit journal not written: %s", exc)
+            result.warnings.append(f"commit journal not written: {exc}"[:300])
     return result
 
 

@@ -23,7 +23,7 @@ from ctxpipe.commit.phases import (
 )
 from ctxpipe.commit.register import register_phase
 from ctxpipe.core.enums import CommitPhase
-from ctxpipe.core.errors import CommitError, LLMError, LockTimeoutError, StorageError
+from ctxpipe.core.errors import CommitError, CtxError, LLMError, LockTimeoutError, StorageError
 from ctxpipe.core.models import ExtractionResult
 from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
 from ctxpipe.providers.base import LLMUsage, run_sync
@@ -40,6 +40,20 @@ class TransientStepError(Exception):
         super().__init__(f"transient failure in {phase}: {cause}")
 
 
+class CommitIdConflictError(CtxError):
+    def __init__(self, commit_id: str) -> None:
+        super().__init__(
+            f"commit id {commit_id!r} was already used for another account, user or session"
+        )
+
+
+class CommitAlreadyFailedError(CommitError):
+    """A task of a commit the ledger already marked failed: it must not run."""
+
+    def __init__(self, commit_id: str) -> None:
+        super().__init__(f"commit {commit_id} is already marked failed", phase="failed")
+
+
 class LedgerPort(Protocol):
     def create(self, commit_id: str, ctx: dict[str, str], request: dict[str, Any]) -> bool: ...
     def get(self, commit_id: str) -> Any: ...
@@ -54,7 +68,7 @@ class LedgerPort(Protocol):
     def load_outputs(self, commit_id: str, prefix: str) -> dict[str, dict[str, Any]]: ...
     def state(
         self, commit_id: str, keys: list[str]
-    ) -> tuple[dict[str, Any], Any, dict[str, dict[str, Any]]] | None: ...
+    ) -> tuple[dict[str, Any], Any, str, dict[str, dict[str, Any]]] | None: ...
 
 
 def is_transient(exc: BaseException | None) -> bool:
@@ -75,10 +89,19 @@ def is_transient(exc: BaseException | None) -> bool:
 
 
 def submit(ledger: LedgerPort, req: CommitRequest) -> bool:
-    """Record a commit request; False when the commit id is already known."""
-    return ledger.create(
-        req.commit_id, req.ctx.model_dump(mode="json"), req.model_dump(mode="json")
-    )
+    """Record a commit request; False when this very commit was already submitted.
+
+    A commit id is an idempotency key: reusing it for another account, user or session is
+    refused (it would silently drop that session and show another tenant's result)."""
+    if ledger.create(req.commit_id, req.ctx.model_dump(mode="json"), req.model_dump(mode="json")):
+        return True
+    row = ledger.get(req.commit_id)
+    if row is not None:
+        theirs = (row.account_id, row.user_id, row.session_id)
+        ours = (req.ctx.account_id, req.ctx.user_id, req.ctx.session_id)
+        if theirs != ours:
+            raise CommitIdConflictError(req.commit_id)
+    return False
 
 
 # Requests and phase outputs are write-once, so a worker process may keep them in memory:
@@ -97,21 +120,19 @@ def _remember(key: tuple[str, str], value: Any) -> Any:
 def _state(
     ledger: LedgerPort, commit_id: str, keys: list[str]
 ) -> tuple[CommitRequest, dict[str, dict[str, Any]]]:
-    """The request and whichever of `keys` exist: from this process's cache, else one query."""
-    req = _CACHE.get((commit_id, "request"))
-    found = {k: _CACHE[(commit_id, k)] for k in keys if (commit_id, k) in _CACHE}
-    if req is not None and len(found) == len(keys):
-        return req, found
+    """The request and whichever of `keys` exist (one query). A commit already marked failed
+    (for example by the sweeper) is never advanced again: its late tasks write nothing."""
     state = ledger.state(commit_id, keys)
     if state is None:
         raise CommitError(f"unknown commit {commit_id}", phase="enqueued")
-    request, created_at, outputs = state
+    request, created_at, phase, outputs = state
+    if phase == CommitPhase.FAILED.value:
+        raise CommitAlreadyFailedError(commit_id)
+    req = _CACHE.get((commit_id, "request"))
     if req is None:
         req = _remember((commit_id, "request"), CommitRequest.model_validate(request))
     _remember((commit_id, "created_at"), created_at)
-    for k, v in outputs.items():
-        found[k] = _remember((commit_id, k), v)
-    return req, found
+    return req, outputs
 
 
 def load_request(ledger: LedgerPort, commit_id: str) -> CommitRequest:
@@ -161,7 +182,7 @@ def archive_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dic
         CommitPhase.ARCHIVED,
         timings={"archive_ms": outcome.duration_ms},
     )
-    return _remember((commit_id, ARCHIVE), stored)
+    return stored
 
 
 def extract_step(
@@ -196,7 +217,7 @@ def extract_step(
     )
     if count == len(EXTRACTOR_NAMES):
         ledger.advance(commit_id, CommitPhase.EXTRACTED)
-    return _remember((commit_id, key), stored)
+    return stored
 
 
 def plan_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
@@ -215,7 +236,7 @@ def plan_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[s
         CommitPhase.PLANNED,
         timings={"plan_ms": outcome.duration_ms},
     )
-    return _remember((commit_id, PLAN), stored)
+    return stored
 
 
 def write_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
@@ -224,7 +245,7 @@ def write_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[
         return outs[WRITE]
     archive = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "write")).archive
     plan = PlanOutcome.model_validate(_need(outs, PLAN, "write"))
-    if req.options.dry_run:
+    if req.options.dry_run or c.settings.commit.dry_run:
         outcome = WriteOutcome()
     else:
         outcome = _run(
@@ -237,7 +258,7 @@ def write_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[
         CommitPhase.WRITTEN,
         timings={"write_ms": outcome.duration_ms, "written_at": time.time()},
     )
-    return _remember((commit_id, WRITE), stored)
+    return stored
 
 
 def register_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
@@ -267,7 +288,7 @@ def register_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> di
         with_result=True,
         timings={"register_ms": int((time.perf_counter() - started) * 1000), "total_ms": elapsed},
     )
-    return _remember((commit_id, RESULT), stored)
+    return stored
 
 
 def resume_point(phase: str) -> str | None:

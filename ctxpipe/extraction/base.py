@@ -92,6 +92,8 @@ class CandidateExtractor:
         try:
             out = await llm.complete_json(self.prompt_id, variables, ExtractionOutput, ctx, usage)
         except LLMError as exc:
+            if exc.transient:  # a timeout or overload: let the caller retry the extractor
+                raise
             return ExtractionResult(report=report(ExtractorStatus.FAILED, 0, str(exc)))
         ids = {m.id for m in own}
         candidates: list[CandidateMemory] = []

@@ -11,6 +11,7 @@ from psycopg.types.json import Jsonb
 from pydantic import BaseModel, Field
 
 from ctxpipe.core.enums import CommitPhase
+from ctxpipe.core.errors import StorageError
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
 
@@ -121,7 +122,12 @@ class CommitLedger:
                 self._q["output_save_get"],
                 {"commit_id": commit_id, "phase_key": key, "payload": Jsonb(payload)},
             ).fetchone()
-            assert row is not None
+            if row is None:  # a concurrent run inserted it after this statement's snapshot
+                row = conn.execute(
+                    self._q["output_get"], {"commit_id": commit_id, "phase_key": key}
+                ).fetchone()
+            if row is None:
+                raise StorageError(f"output {key!r} of commit {commit_id} vanished")
             stored = dict(row[0])
             conn.execute(
                 self._q["ledger_advance"],
@@ -146,17 +152,17 @@ class CommitLedger:
 
     def state(
         self, commit_id: str, keys: list[str]
-    ) -> tuple[dict[str, Any], datetime, dict[str, dict[str, Any]]] | None:
-        """One round trip: the commit's request, creation time and the listed phase outputs
-        that exist. None when the commit id is unknown."""
+    ) -> tuple[dict[str, Any], datetime, str, dict[str, dict[str, Any]]] | None:
+        """One round trip: the commit's request, creation time, current phase and the listed
+        phase outputs that exist. None when the commit id is unknown."""
         with self._db.connection() as conn:
             rows = conn.execute(
                 self._q["ledger_state"], {"commit_id": commit_id, "keys": keys}
             ).fetchall()
         if not rows:
             return None
-        outputs = {k: dict(p) for _, _, k, p in rows if k is not None}
-        return dict(rows[0][0]), rows[0][1], outputs
+        outputs = {k: dict(p) for _, _, _, k, p in rows if k is not None}
+        return dict(rows[0][0]), rows[0][1], rows[0][2], outputs
 
     def bump_attempt(self, commit_id: str, key: str) -> int:
         with self._db.connection() as conn:
@@ -176,7 +182,12 @@ class CommitLedger:
                 self._q["output_save_get"],
                 {"commit_id": commit_id, "phase_key": key, "payload": Jsonb(payload)},
             ).fetchone()
-        assert row is not None
+            if row is None:  # a concurrent run inserted it after this statement's snapshot
+                row = conn.execute(
+                    self._q["output_get"], {"commit_id": commit_id, "phase_key": key}
+                ).fetchone()
+        if row is None:
+            raise StorageError(f"output {key!r} of commit {commit_id} vanished")
         return dict(row[0])
 
     def load_output(self, commit_id: str, key: str) -> dict[str, Any] | None:

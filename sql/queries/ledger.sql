@@ -20,6 +20,8 @@ SET phase = %(phase)s,
     extractors = extractors || %(extractors)s,
     timings = timings || %(timings)s,
     result = COALESCE(%(result)s, result),
+    -- progress to a later phase resets the sweeper's re-drive count
+    attempts = CASE WHEN phase <> %(phase)s THEN attempts - 'sweep' ELSE attempts END,
     updated_at = now()
 WHERE commit_id = %(commit_id)s
   AND phase <> 'failed'
@@ -73,7 +75,7 @@ SELECT count(*) FROM {{schema}}.commit_outputs
 WHERE commit_id = %(commit_id)s AND phase_key LIKE %(prefix)s
 
 -- name: ledger_state
-SELECT c.request, c.created_at, o.phase_key, o.payload
+SELECT c.request, c.created_at, c.phase, o.phase_key, o.payload
 FROM {{schema}}.commits AS c
 LEFT JOIN {{schema}}.commit_outputs AS o
        ON o.commit_id = c.commit_id AND o.phase_key = ANY(%(keys)s)

@@ -143,3 +143,69 @@ def test_ledger_phase_never_moves_backwards(make_settings, clean_db):
     assert ledger.bump_attempt(req.commit_id, "write") == 1
     assert ledger.bump_attempt(req.commit_id, "write") == 2
     rt.close()
+
+
+def test_a_commit_marked_failed_never_writes_later(make_settings, clean_db):
+    """E.g. the sweeper gave up on it while one of its tasks was still queued."""
+    settings = make_settings(redis=False)
+    rt = Runtime(settings)
+    ledger = CommitLedger(rt.db)
+    c = rt.components()
+    req = make_req("steps-late")
+    steps.submit(ledger, req)
+    steps.archive_step(c, ledger, req.commit_id)
+    for n in EXTRACTOR_NAMES:
+        steps.extract_step(c, ledger, req.commit_id, n)
+    steps.plan_step(c, ledger, req.commit_id)
+    ledger.fail(req.commit_id, "plan", "stuck in phase planned after 3 re-drives")
+    with pytest.raises(steps.CommitAlreadyFailedError):
+        steps.write_step(c, ledger, req.commit_id)
+    assert not any(settings.fs_root.rglob("content.md"))
+    assert ledger.get(req.commit_id).phase == "failed"
+    rt.close()
+
+
+def test_commit_id_reused_by_another_tenant_is_refused(make_settings, clean_db):
+    rt = Runtime(make_settings(redis=False))
+    ledger = CommitLedger(rt.db)
+    req = make_req("shared-key")
+    assert steps.submit(ledger, req)
+    assert not steps.submit(ledger, req)  # the same commit again: idempotent
+    other = req.model_copy(update={"ctx": req.ctx.model_copy(update={"account_id": "evil"})})
+    with pytest.raises(steps.CommitIdConflictError):
+        steps.submit(ledger, other)
+    rt.close()
+
+
+def test_transient_extractor_failure_is_retried_not_recorded(make_settings, clean_db):
+    class FlakyExtraction(ScriptedLLM):
+        async def complete_json(self, prompt_id, variables, schema, ctx=None, usage=None):  # type: ignore[no-untyped-def]
+            if prompt_id == "extraction.profile":
+                raise LLMError("read timeout", transient=True)
+            return await self.inner.complete_json(prompt_id, variables, schema, ctx, usage)
+
+    rt = Runtime(make_settings(redis=False), llm=FlakyExtraction(LLMError("unused")))
+    ledger = CommitLedger(rt.db)
+    c = rt.components()
+    req = make_req("steps-flaky")
+    steps.submit(ledger, req)
+    steps.archive_step(c, ledger, req.commit_id)
+    with pytest.raises(steps.TransientStepError):
+        steps.extract_step(c, ledger, req.commit_id, "profile")
+    assert ledger.load_output(req.commit_id, "extract:profile") is None  # retry runs it again
+    rt.close()
+
+
+def test_progress_resets_the_sweepers_count(make_settings, clean_db):
+    from ctxpipe.core.enums import CommitPhase
+
+    rt = Runtime(make_settings(redis=False))
+    ledger = CommitLedger(rt.db)
+    req = make_req("steps-sweep")
+    steps.submit(ledger, req)
+    assert ledger.bump_attempt(req.commit_id, "sweep") == 1
+    ledger.advance(req.commit_id, CommitPhase.ENQUEUED)  # no progress: count kept
+    assert ledger.get(req.commit_id).attempts.get("sweep") == 1
+    ledger.advance(req.commit_id, CommitPhase.ARCHIVED)  # progress: count reset
+    assert "sweep" not in ledger.get(req.commit_id).attempts
+    rt.close()

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any, TypeVar
 
+import psycopg
 import typer
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
@@ -59,6 +60,11 @@ def handle_errors(fn: F) -> F:
             raise
         except (CtxError, ValidationError, ValueError, OSError, RuntimeError) as exc:
             fail(_one_line(exc))
+        except psycopg.Error as exc:
+            hint = ""
+            if isinstance(exc, psycopg.errors.UndefinedTable | psycopg.errors.InvalidSchemaName):
+                hint = " (run `ctxpipe db migrate`)"
+            fail(f"database error: {_one_line(exc)}{hint}")
         except KeyboardInterrupt:
             fail("interrupted", 130)
 

@@ -104,8 +104,11 @@ class ContextBuilder:
         profile = prof.name
         system_hash = sha(req.system_prompt)
         query_hash = sha(" ".join(req.query.lower().split()))
+        # what this request may see: a snapshot built for another agent or other filters is
+        # never reused (it would hand one agent's memories to another)
+        scope_hash = sha(f"{ctx.agent_id}\x1f{filters.model_dump_json()}")
         prev = self.snapshots.get(ctx.account_id, ctx.user_id, ctx.session_id)
-        if not req.incremental:
+        if not req.incremental or (prev is not None and prev.scope_hash != scope_hash):
             prev = None
         message_ids = [m.id for m in req.messages if not m.injected]
         conv = conversation_candidates(
@@ -165,6 +168,7 @@ class ContextBuilder:
                 query=req.query,
                 query_hash=query_hash,
                 system_hash=system_hash,
+                scope_hash=scope_hash,
                 budget=total,
                 profile=profile,
                 message_ids=message_ids,

@@ -149,6 +149,7 @@ class ReadPath:
     def find(
         self, query: str, ctx: RequestContext, top_k: int | None = None, **narrow: Any
     ) -> FindResult:
+        _require_query(query)
         filters = self.filters_for(ctx, **narrow)
         res = self.finder.find(query, filters, top_k)
         _scrub(res.groups, filters)
@@ -161,6 +162,7 @@ class ReadPath:
         recent: Sequence[Message | dict[str, Any]] = (),
         **narrow: Any,
     ) -> SearchResult:
+        _require_query(query)
         filters = self.filters_for(ctx, **narrow)
         res = self.searcher.search(query, filters, recent=recent, ctx=ctx, agent_id=ctx.agent_id)
         _scrub(res.groups, filters)
@@ -230,3 +232,9 @@ def _scrub(groups: dict[str, list[FindHit]], filters: FindFilters) -> None:
 
 
 __all__ = ["ReadPath"]
+
+
+def _require_query(query: str) -> None:
+    """A blank query would return arbitrary hits (and count them as recalls)."""
+    if not query or not query.strip():
+        raise ValueError("the query is empty")

@@ -59,6 +59,7 @@ class ContextSnapshot(BaseModel):
     query: str
     query_hash: str
     system_hash: str
+    scope_hash: str = ""  # agent + retrieval filters the snapshot was built under
     budget: int
     profile: str
     message_ids: list[str] = Field(default_factory=list)

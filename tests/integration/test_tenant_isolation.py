@@ -241,3 +241,28 @@ def test_agents_memories_do_not_leak_other_users_turns(
         record=False,
     )
     assert any(r.startswith("bob-") for h in raw.hits for r in h.source_refs) or not helper
+
+
+def test_an_incremental_build_never_reuses_another_agents_snapshot(
+    service: ContextEngineService,
+) -> None:
+    """Same user, same session, same query — but another agent: the snapshot built for
+    `helper` (with its cases) must not be handed to `other`."""
+    query = "how was the Airflow psycopg2 error fixed?"
+    shared = ALICE.model_copy(update={"session_id": "snapshot-check"})
+    first = service.build_context(query, shared, budget=3000)
+    assert any("/agents/helper/" in i.uri for s in first.sections for i in s.items if i.uri)
+    other = shared.model_copy(update={"agent_id": "other"})
+    second = service.build_context(query, other, budget=3000)
+    uris = [i.uri for s in second.sections for i in s.items if i.uri]
+    assert not any("/agents/helper/" in u for u in uris), uris
+
+
+def test_a_blank_query_is_refused_not_answered_with_arbitrary_hits(
+    service: ContextEngineService,
+) -> None:
+    for blank in ("", "   "):
+        with pytest.raises(ValueError, match="empty"):
+            service.find(blank, ALICE)
+        with pytest.raises(ValueError, match="empty"):
+            service.search(blank, ALICE)

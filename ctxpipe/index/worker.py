@@ -227,9 +227,8 @@ class IndexWorker:
         result: IndexBatchResult,
     ) -> IndexBatchResult:
         done = [e.event_id for e in events if outcome.get(e.event_id) is None]
-        if done:
-            self.outbox.mark_done(done, worker_id=self.worker_id)
-        result.succeeded = len(done)
+        # an event another worker re-claimed after our lease ran out is counted by that worker
+        result.succeeded = self.outbox.mark_done(done, worker_id=self.worker_id) if done else 0
         for e in events:
             exc = outcome.get(e.event_id)
             if exc is None:

@@ -30,8 +30,10 @@ UPDATE {{schema}}.outbox_events
 SET status = 'done', done_at = now(), lease_until = NULL, error_message = NULL,
     updated_at = now()
 WHERE event_id = ANY(%(event_ids)s)
-  AND status = 'claimed'
-  AND (%(worker_id)s::text IS NULL OR worker_id = %(worker_id)s::text)
+  -- the work is done: also when the lease ran out meanwhile and the event went back to
+  -- pending/failed (a slow batch must not end `dead`); never over another worker's live claim
+  AND status IN ('claimed', 'pending', 'failed')
+  AND (%(worker_id)s::text IS NULL OR status <> 'claimed' OR worker_id = %(worker_id)s::text)
 RETURNING event_id
 
 -- name: outbox_fail

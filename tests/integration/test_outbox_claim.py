@@ -217,3 +217,17 @@ def test_an_unparseable_event_is_dead_at_claim(store, clean_db):  # type: ignore
         clean_db, "SELECT status, error_message FROM ctx.outbox_events WHERE event_id = 'junk'"
     )[0]
     assert junk[0] == "dead" and "invalid outbox event" in junk[1]
+
+
+def test_work_finished_after_the_lease_ran_out_is_still_done(store):  # type: ignore[no-untyped-def]
+    """A slow batch: beat reclaimed the lease meanwhile, but nobody else holds the event —
+    the finished work counts, so a slow worker cannot drive an event to `dead`."""
+    (ev,) = events(1)
+    store.append_batch([ev])
+    store.claim_batch("slow-worker", limit=1, lease_s=0.2)
+    time.sleep(0.4)
+    assert store.reclaim_expired() == {"reclaimed": 1, "dead": 0}
+    assert store.mark_done(ev.event_id, worker_id="slow-worker") == 1
+    (row,) = store.list_events()
+    assert row.status is OutboxStatus.DONE
+    assert store.claim_batch("w2", limit=1) == []

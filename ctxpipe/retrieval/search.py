@@ -55,13 +55,23 @@ def scope_filters(base: FindFilters, tq: TypedQuery, agent_id: str | None) -> Fi
     and the agent's own memories (cases, patterns, skills)."""
     root = f"ctx://{base.account_id}/"
     if tq.context_type == "resource":
-        return base.narrowed(uri_prefixes=[root + "resources/"])
-    if tq.context_type == "skill":
+        prefixes = [root + "resources/"]
+    elif tq.context_type == "skill":
         prefixes = [root + "skills/"]
         if agent_id:
             prefixes.append(f"{root}agents/{agent_id}/")
-        return base.narrowed(uri_prefixes=prefixes)
-    return base
+    else:
+        return base
+    if base.uri_prefixes:  # the caller's --scope narrows further, it is never widened
+        prefixes = [
+            narrower
+            for p in prefixes
+            for q in base.uri_prefixes
+            for narrower in ([q] if q.startswith(p) else [p] if p.startswith(q) else [])
+        ]
+        if not prefixes:
+            return base  # nothing of this type inside the caller's scope: keep the scope
+    return base.narrowed(uri_prefixes=list(dict.fromkeys(prefixes)))
 
 
 class SearchEngine:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import sys
@@ -27,6 +28,16 @@ from ctxpipe.storage.redis_server import start_redis, stop_redis  # noqa: E402
 
 def env_for(settings: Settings) -> dict[str, str]:
     return child_env(settings)
+
+
+def _release_result_handles() -> None:
+    if "tasks.app" not in sys.modules:
+        return
+    backend = sys.modules["tasks.app"].app.backend
+    for mapping in getattr(backend, "_pending_results", ()):  # Celery keeps no public list
+        for waiters in list(mapping.values()):
+            for result in list(waiters.values()):
+                backend.remove_pending_result(result)
 
 
 @contextmanager
@@ -59,6 +70,10 @@ def local_stack(workers: list[tuple[str, int]], **overrides: Any) -> Iterator[Se
             procs.append(start_worker(settings, queues, conc, tmp))
         yield settings
     finally:
+        # result handles of `.get()` unsubscribe from Redis in __del__: let them do it now,
+        # while Redis still runs, not at interpreter exit
+        _release_result_handles()
+        gc.collect()
         for p in procs:
             p.stop()
         stop_redis(tmp / "redis")

@@ -18,7 +18,7 @@ import argparse
 import time
 
 import psycopg
-from _stack import local_stack, percentile, sample_session, start_worker, stop
+from _stack import local_stack, percentile, sample_session, start_worker
 
 from ctxpipe.commit import steps
 from ctxpipe.commit.payloads import CommitRequest
@@ -89,7 +89,7 @@ def run(n: int, gap: float, warmup: int) -> None:
                     time.sleep(gap)  # idle stack between commits
         finally:
             db.close()
-            stop(embed)
+            embed.stop()
 
     def ms(values: list[float], q: float) -> str:
         return f"{percentile(values, q) * 1000:7.0f} ms"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, Field
@@ -118,17 +119,7 @@ class CommitLedger:
         """One transaction: store a phase output (first writer wins), advance the phase, and
         optionally count the outputs under `count_prefix`. Returns (stored output, count)."""
         with self._db.connection() as conn:
-            row = conn.execute(
-                self._q["output_save_get"],
-                {"commit_id": commit_id, "phase_key": key, "payload": Jsonb(payload)},
-            ).fetchone()
-            if row is None:  # a concurrent run inserted it after this statement's snapshot
-                row = conn.execute(
-                    self._q["output_get"], {"commit_id": commit_id, "phase_key": key}
-                ).fetchone()
-            if row is None:
-                raise StorageError(f"output {key!r} of commit {commit_id} vanished")
-            stored = dict(row[0])
+            stored = self._save(conn, commit_id, key, payload)
             conn.execute(
                 self._q["ledger_advance"],
                 {
@@ -178,14 +169,19 @@ class CommitLedger:
     def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]:
         """Store a phase output once; returns the stored one (the first writer wins)."""
         with self._db.connection() as conn:
+            return self._save(conn, commit_id, key, payload)
+
+    def _save(
+        self, conn: psycopg.Connection[Any], commit_id: str, key: str, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        row = conn.execute(
+            self._q["output_save_get"],
+            {"commit_id": commit_id, "phase_key": key, "payload": Jsonb(payload)},
+        ).fetchone()
+        if row is None:  # a concurrent run inserted it after this statement's snapshot
             row = conn.execute(
-                self._q["output_save_get"],
-                {"commit_id": commit_id, "phase_key": key, "payload": Jsonb(payload)},
+                self._q["output_get"], {"commit_id": commit_id, "phase_key": key}
             ).fetchone()
-            if row is None:  # a concurrent run inserted it after this statement's snapshot
-                row = conn.execute(
-                    self._q["output_get"], {"commit_id": commit_id, "phase_key": key}
-                ).fetchone()
         if row is None:
             raise StorageError(f"output {key!r} of commit {commit_id} vanished")
         return dict(row[0])

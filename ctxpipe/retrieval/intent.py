@@ -9,6 +9,7 @@ says so (``source = "fallback"``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -80,20 +81,8 @@ class IntentAnalyzer:
         recent: Sequence[Message | dict[str, Any]] = (),
         ctx: RequestContext | None = None,
     ) -> IntentResult:
-        if self.config.max_queries == 0:
-            return self._fallback(query, "intent analysis disabled (max_queries=0)")
-        try:
-            out = await self.llm.complete_json(
-                "retrieval.intent_analysis", self._variables(query, recent), IntentOutput, ctx=ctx
-            )
-        except (CtxError, ValueError) as exc:
-            log.warning("intent analysis failed, searching the raw query: %s", exc)
-            return self._fallback(query, f"intent analysis failed: {exc}")
-        return IntentResult(
-            queries=normalise(out.queries, self.config.max_queries),
-            reasoning=out.reasoning,
-            source="llm",
-        )
+        """The same analysis off the event loop (the LLM's sync call may block)."""
+        return await asyncio.to_thread(self.analyze_sync, query, recent, ctx)
 
     def analyze_sync(
         self,

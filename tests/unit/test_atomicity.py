@@ -1,4 +1,4 @@
-"""Crash safety and concurrency of ContextFS writes, and the owner-space lock.
+"""Crash safety and concurrency of ContextFS writes (the owner lock: test_owner_lock.py).
 
 The fault injector makes the k-th call of a file-system primitive (open, mkdir, write, fsync,
 rename, replace, rmdir, unlink) fail, for every k a write makes; a fresh ContextFS must then
@@ -26,7 +26,7 @@ from ctxpipe.core.errors import (
     VersionConflictError,
 )
 from ctxpipe.core.models import ContextNode, content_hash
-from ctxpipe.fs import ContextFS, LocalOwnerLock, OwnerLock
+from ctxpipe.fs import ContextFS
 
 NodeFactory = Callable[..., ContextNode]
 URI = "ctx://acme/users/u1/memories/profile/name"
@@ -385,101 +385,3 @@ def test_delete_waits_for_a_writer_and_writer_recreates(
     t.join()
     assert not fs.exists(URI)
     assert fs.write_node(make_node(URI, "b"), expected_version=0).version == 1
-
-
-# ---------------------------------------------------------------------------- owner lock
-
-
-def test_local_owner_lock_is_an_owner_lock(fs_root: Path) -> None:
-    lock = LocalOwnerLock(fs_root)
-    assert isinstance(lock, OwnerLock)
-    path = lock.lock_path("acme/users/u1")
-    assert path.parent == fs_root / ".locks"
-    assert path.name.startswith("acme_users_u1-") and path.suffix == ".lock"
-    assert lock.lock_path("acme/users/u1") != lock.lock_path("acme/users/u1 ")
-    with pytest.raises(ValueError):
-        lock.lock_path("")
-
-
-def test_owner_lock_excludes_threads(fs_root: Path) -> None:
-    lock = LocalOwnerLock(fs_root)
-    inside = 0
-    peak = 0
-    guard = threading.Lock()
-
-    def work() -> None:
-        nonlocal inside, peak
-        for _ in range(5):
-            with lock.hold("acme/users/u1", timeout=10):
-                with guard:
-                    inside += 1
-                    peak = max(peak, inside)
-                time.sleep(0.002)
-                with guard:
-                    inside -= 1
-
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert peak == 1
-
-
-def test_owner_lock_timeout_and_independent_keys(fs_root: Path) -> None:
-    lock = LocalOwnerLock(fs_root, default_timeout=0.2)
-    outcome: list[str] = []
-
-    def contender(key: str) -> None:
-        try:
-            with lock.hold(key):
-                outcome.append(f"got {key}")
-        except LockTimeoutError as exc:
-            outcome.append(str(exc))
-
-    with lock.hold("acme/users/u1"):
-        for key in ("acme/users/u1", "acme/agents/a1"):
-            t = threading.Thread(target=contender, args=(key,))
-            t.start()
-            t.join()
-    assert outcome[0] == "could not acquire lock 'acme/users/u1' within 0.2s"
-    assert outcome[1] == "got acme/agents/a1"
-    with lock.hold("acme/users/u1", timeout=0.1):
-        pass  # released again
-
-
-_HOLDER = """
-import sys
-from ctxpipe.fs import LocalOwnerLock
-with LocalOwnerLock(sys.argv[1]).hold(sys.argv[2], timeout=10):
-    print("held", flush=True)
-    sys.stdin.readline()
-"""
-
-
-def test_owner_lock_excludes_other_processes(fs_root: Path) -> None:
-    key = "acme/users/u1"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, str(fs_root), key],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdin is not None
-        assert holder.stdout.readline().strip() == "held"
-        lock = LocalOwnerLock(fs_root)
-        start = time.monotonic()
-        with pytest.raises(LockTimeoutError):
-            with lock.hold(key, timeout=0.3):
-                pass
-        assert time.monotonic() - start >= 0.3
-        holder.stdin.write("\n")
-        holder.stdin.flush()
-        assert holder.wait(timeout=30) == 0
-        with lock.hold(key, timeout=5):
-            pass
-    finally:
-        if holder.poll() is None:
-            holder.kill()
-            holder.wait()

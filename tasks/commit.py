@@ -122,7 +122,10 @@ def start(commit_id: str, phase: str = "archive") -> None:
 
 
 def enqueue(req: CommitRequest) -> str:
-    """Record the commit in the ledger and start its workflow (idempotent by commit id)."""
+    """Record the commit in the ledger and start its workflow (idempotent by commit id).
+    Refused with `BacklogFullError` (nothing recorded) while the commit queues are over their
+    cap: the producer sees the error from the task's result and re-sends later."""
+    context.backlog_gate(app.conf.ctxpipe_settings).check()
     ledger = context.ledger(app.conf.ctxpipe_settings)
     new = steps.submit(ledger, req)
     row = None if new else ledger.get(req.commit_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kombu.exceptions import KombuError
 from redis.exceptions import RedisError
 
+from ctxpipe.commit.backlog import broker_backlog_gate
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.config import Settings
 from ctxpipe.core.errors import CtxError
@@ -28,12 +29,14 @@ class CeleryDispatcher:
         self._ledger = CommitLedger(
             db or Database.from_settings(settings), schema=settings.db_schema
         )
+        self._gate = broker_backlog_gate(settings)
 
     def submit(self, req: CommitRequest) -> str:
         from ctxpipe.commit import steps
         from tasks.app import app
         from tasks.queues import START
 
+        self._gate.check()  # back-pressure: refuse before recording anything
         new = steps.submit(self._ledger, req)
         row = None if new else self._ledger.get(req.commit_id)
         if new or (row is not None and row.phase == "enqueued"):

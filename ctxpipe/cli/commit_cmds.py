@@ -41,6 +41,14 @@ def print_result(result: CommitResult) -> None:
     for r in result.extractors:
         table.add_row(r.extractor, r.status.value, str(r.candidates), r.reason)
     console.print(table)
+    if s.llm_by_phase:
+        cost = Table("LLM cost: phase", "calls", "prompt tokens", "completion tokens", box=None)
+        for phase, u in s.llm_by_phase.items():
+            cost.add_row(phase, str(u.calls), str(u.prompt_tokens), str(u.completion_tokens))
+        cost.add_row(
+            "total", str(s.llm_calls), str(s.llm_prompt_tokens), str(s.llm_completion_tokens)
+        )
+        console.print(cost)
     for w in result.write_results:
         mark = (
             "!" if w.error else {"create": "+", "merge": "~", "skip": "="}.get(w.action.value, "*")

@@ -198,6 +198,24 @@ def reindex_cmd(
         raise typer.Exit(1)
 
 
+def _backlog_row(st: Any) -> str:
+    b = st.commit_backlog
+    age = "-" if b.oldest_age_s is None else f"{b.oldest_age_s:.1f}s"
+    return f"{b.in_flight} in flight, oldest {age}"
+
+
+def _cost_row(st: Any) -> str:
+    c = st.llm_cost
+    if not c.commits:
+        return "-"
+    return (
+        f"{c.llm_calls} calls, {c.prompt_tokens} prompt + {c.completion_tokens} completion "
+        f"tokens over {c.commits} commits / {c.messages} messages "
+        f"({c.calls_per_100_messages:.1f} calls and {c.prompt_tokens_per_100_messages:.0f} "
+        "prompt tokens per 100 messages)"
+    )
+
+
 def _status_rows(st: Any) -> list[tuple[str, str]]:
     rows = [
         ("queues", ", ".join(f"{q} {n}" for q, n in st.queues.items()) or "-"),
@@ -217,6 +235,8 @@ def _status_rows(st: Any) -> list[tuple[str, str]]:
             f"{st.fs_nodes} on FS, {st.replica_nodes} in the replica "
             f"({st.replica_chunks} chunks, {st.replica_edges} edges)",
         ),
+        ("commit backlog", _backlog_row(st)),
+        ("LLM cost", _cost_row(st)),
     ]
     last = st.last_repair
     if last:

@@ -17,18 +17,10 @@ from ctxpipe.commit.phases import (
     plan_phase,
     write_phase,
 )
-from ctxpipe.commit.register import build_result, register_phase
+from ctxpipe.commit.register import build_result, register_phase, usage_by_phase
 from ctxpipe.core.errors import CommitError
 from ctxpipe.core.models import CommitResult
 from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
-from ctxpipe.providers.base import LLMUsage
-
-
-def total_usage(*parts: LLMUsage) -> LLMUsage:
-    total = LLMUsage()
-    for p in parts:
-        total.add(p)
-    return total
 
 
 class CommitCoordinator:
@@ -51,7 +43,6 @@ class CommitCoordinator:
         except Exception as exc:
             raise CommitError(str(exc), phase="extract") from exc
         plan: PlanOutcome = await plan_phase(self._c, req, archive, list(results))
-        usage = total_usage(archived.usage, *(r.usage for r in results), plan.usage)
         if dry:
             return build_result(
                 req,
@@ -60,7 +51,7 @@ class CommitCoordinator:
                 WriteOutcome(),
                 [],
                 plan.warnings,
-                usage,
+                usage_by_phase(archived, list(results), plan),
                 int((time.perf_counter() - started) * 1000),
             )
         written = await write_phase(self._c, req, archive, plan)
@@ -70,7 +61,7 @@ class CommitCoordinator:
             archive,
             plan,
             written,
-            usage=usage,
+            usage=usage_by_phase(archived, list(results), plan, written),
             duration_ms=int((time.perf_counter() - started) * 1000),
         )
 

@@ -2,8 +2,10 @@
 
 1. a candidate planned earlier in the same commit that says the same thing;
 2. an existing node at the routed URI (identical content → skip);
-3. vector prefilter over the index replica (same account, owner and category);
-4. the LLM's create/skip/merge decision, when enabled.
+3. vector prefilter over the index replica (same account, owner and category): below
+   `similarity_threshold` → create, at or above `llm_decision_max` → merge (skip when the
+   category is not mergeable);
+4. the LLM's create/skip/merge decision, when enabled, only for the band in between.
 If the index is unreachable the decision degrades to CREATE and says why.
 """
 
@@ -164,7 +166,15 @@ class CandidateDeduplicator:
                 f"{self._config.similarity_threshold:.2f})",
             )
         top = hits[0]
-        # 4. LLM decision
+        if top.score >= self._config.llm_decision_max:
+            return DedupResult(
+                decision=DedupDecision.MERGE_EXISTING if mergeable else DedupDecision.SKIP,
+                merge_target=top.uri,
+                score=top.score,
+                reason=f"vector similarity {top.score:.2f} >= "
+                f"{self._config.llm_decision_max:.2f}: decided without the LLM",
+            )
+        # 4. LLM decision, only for what the prefilter cannot decide
         if not self._config.enable_llm_decision:
             if mergeable:
                 return DedupResult(

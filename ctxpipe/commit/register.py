@@ -6,12 +6,13 @@ import logging
 
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.journal import CommitJournal
-from ctxpipe.commit.payloads import CommitRequest, PlanOutcome, WriteOutcome
+from ctxpipe.commit.payloads import ArchiveOutcome, CommitRequest, PlanOutcome, WriteOutcome
 from ctxpipe.core.enums import CommitStatus, ExtractorStatus, OutboxEventType, WriteAction
 from ctxpipe.core.errors import CtxError
 from ctxpipe.core.models import (
     CommitResult,
     CommitStats,
+    ExtractionResult,
     OutboxEvent,
     SessionArchive,
     stable_id,
@@ -62,6 +63,30 @@ def build_outbox_events(
     return events
 
 
+def usage_by_phase(
+    archived: ArchiveOutcome,
+    extractions: list[ExtractionResult],
+    plan: PlanOutcome,
+    written: WriteOutcome | None = None,
+) -> dict[str, LLMUsage]:
+    """What each phase of a commit cost in LLM calls and tokens (phases that made no call are
+    left out)."""
+    parts: dict[str, LLMUsage] = {"archive": archived.usage}
+    for r in extractions:
+        parts[f"extract_{r.report.extractor}"] = r.usage
+    parts["plan"] = plan.usage
+    if written is not None:
+        parts["write"] = written.usage
+    return {k: v for k, v in parts.items() if v.calls or v.prompt_tokens or v.completion_tokens}
+
+
+def total_usage(by_phase: dict[str, LLMUsage]) -> LLMUsage:
+    total = LLMUsage()
+    for part in by_phase.values():
+        total.add(part)
+    return total
+
+
 def register_phase(
     c: CommitComponents,
     req: CommitRequest,
@@ -69,7 +94,7 @@ def register_phase(
     plan: PlanOutcome,
     written: WriteOutcome,
     *,
-    usage: LLMUsage | None = None,
+    usage: dict[str, LLMUsage] | None = None,
     duration_ms: int = 0,
 ) -> CommitResult:
     """Best effort: an outbox failure leaves the commit successful, with a warning."""
@@ -104,9 +129,12 @@ def build_result(
     written: WriteOutcome,
     events: list[OutboxEvent],
     warnings: list[str],
-    usage: LLMUsage | None,
+    usage: dict[str, LLMUsage] | None,
     duration_ms: int,
 ) -> CommitResult:
+    """`usage`: LLM usage per phase (see `usage_by_phase`)."""
+    by_phase = usage or {}
+    total = total_usage(by_phase)
     results = written.write_results
     ok = [r for r in results if not r.error]
     count = lambda a: sum(1 for r in ok if r.action is a and (r.created or r.updated))  # noqa: E731
@@ -119,9 +147,10 @@ def build_result(
         relations_written=len(written.relation_edges),
         outbox_events_queued=len(events),
         duration_ms=duration_ms,
-        llm_calls=usage.calls if usage else 0,
-        llm_prompt_tokens=usage.prompt_tokens if usage else 0,
-        llm_completion_tokens=usage.completion_tokens if usage else 0,
+        llm_calls=total.calls,
+        llm_prompt_tokens=total.prompt_tokens,
+        llm_completion_tokens=total.completion_tokens,
+        llm_by_phase=by_phase,
     )
     status = CommitStatus.PARTIAL if written.failed else CommitStatus.SUCCESS
     reasons: list[str] = []

@@ -21,12 +21,12 @@ from ctxpipe.commit.phases import (
     plan_phase,
     write_phase,
 )
-from ctxpipe.commit.register import register_phase
+from ctxpipe.commit.register import register_phase, usage_by_phase
 from ctxpipe.core.enums import CommitPhase
 from ctxpipe.core.errors import CommitError, CtxError, LLMError, LockTimeoutError, StorageError
 from ctxpipe.core.models import ExtractionResult
 from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
-from ctxpipe.providers.base import LLMUsage, run_sync
+from ctxpipe.providers.base import run_sync
 
 ARCHIVE, PLAN, WRITE, RESULT = "archive", "plan", "write", "result"
 EXTRACT_PREFIX = "extract:"
@@ -269,11 +269,7 @@ def register_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> di
     archived = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "register"))
     plan = PlanOutcome.model_validate(_need(outs, PLAN, "register"))
     written = WriteOutcome.model_validate(_need(outs, WRITE, "register"))
-    usage = LLMUsage()
-    usage.add(archived.usage)
-    for r in extraction_results(outs):
-        usage.add(r.usage)
-    usage.add(plan.usage)
+    usage = usage_by_phase(archived, extraction_results(outs), plan, written)
     created_at = _CACHE.get((commit_id, "created_at"))
     elapsed = int((time.time() - created_at.timestamp()) * 1000) if created_at else 0
     result = register_phase(

@@ -30,6 +30,9 @@ class DedupConfig(BaseModel):
     dedup_top_k: int = Field(5, ge=1)
     similarity_threshold: float = Field(0.85, ge=0.0, le=1.0)
     enable_llm_decision: bool = True
+    # at or above this similarity the prefilter decides alone (merge, or skip when the
+    # category is not mergeable): the LLM is asked only in the band between the two
+    llm_decision_max: float = Field(0.95, ge=0.0, le=1.0)
 
 
 class CommitConfig(BaseModel):
@@ -39,6 +42,9 @@ class CommitConfig(BaseModel):
     enable_dedup: bool = True
     enable_relations: bool = True
     dry_run: bool = False
+    # back-pressure: messages waiting in the commit + extract queues above which a submit is
+    # refused with a retry-after (0 = no cap)
+    max_backlog: int = Field(10000, ge=0)
 
 
 class ChunkingConfig(BaseModel):

@@ -297,6 +297,9 @@ class CommitStats(BaseModel):
     llm_calls: int = 0
     llm_prompt_tokens: int = 0
     llm_completion_tokens: int = 0
+    # LLM cost per phase: archive, extract_{name}, plan (dedup decisions, merges), write
+    # (merges re-planned after a version conflict)
+    llm_by_phase: dict[str, LLMUsage] = Field(default_factory=dict)
 
 
 class SkippedCandidate(BaseModel):

@@ -19,12 +19,11 @@ from ctxpipe.fs import ContextFS
 from ctxpipe.index.fs_scan import count_fs_nodes
 from ctxpipe.index.outbox_store import OutboxStore
 from ctxpipe.index.replica import ReplicaStore
+from ctxpipe.storage.broker_queues import queue_depths
+from ctxpipe.storage.commit_ledger import CommitBacklog, CommitLedger, LLMCost
 from ctxpipe.storage.db import Database
-from ctxpipe.storage.queries import Queries
 
 DEFAULT_QUEUES = ("commit", "extract", "embed", "maintenance")
-# kombu's Redis transport keeps priorities 3/6/9 of a queue in sibling lists.
-_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 
 
 class IndexStatus(BaseModel):
@@ -37,6 +36,8 @@ class IndexStatus(BaseModel):
     replica_edges: int = 0
     last_repair: dict[str, Any] | None = None
     commits_by_phase: dict[str, int] = Field(default_factory=dict)
+    commit_backlog: CommitBacklog = Field(default_factory=CommitBacklog)
+    llm_cost: LLMCost = Field(default_factory=LLMCost)
     errors: dict[str, str] = Field(default_factory=dict)
     taken_at: datetime | None = None
 
@@ -49,22 +50,6 @@ class IndexStatus(BaseModel):
         """No event waiting or running and as many replica rows as FS nodes."""
         busy = self.pending + self.outbox.get("claimed", 0)
         return not self.errors and busy == 0 and self.fs_nodes == self.replica_nodes
-
-
-def queue_depths(redis_url: str, queues: Sequence[str]) -> dict[str, int]:
-    import redis
-
-    client = redis.Redis.from_url(redis_url, socket_connect_timeout=3, socket_timeout=3)
-    try:
-        pipe = client.pipeline()
-        for q in queues:
-            for suffix in _PRIORITY_SUFFIXES:
-                pipe.llen(q + suffix)
-        counts = pipe.execute()
-    finally:
-        client.close()
-    n = len(_PRIORITY_SUFFIXES)
-    return {q: int(sum(counts[i * n : (i + 1) * n])) for i, q in enumerate(queues)}
 
 
 def _short(exc: BaseException) -> str:
@@ -98,9 +83,10 @@ def collect_status(
         st.replica_nodes, st.replica_chunks = counts["nodes"], counts["chunks"]
         st.replica_edges = counts["edges"]
         st.last_repair = replica.last_repair()
-        with db.connection() as conn:
-            rows = conn.execute(Queries(settings.db_schema)["ledger_counts"]).fetchall()
-        st.commits_by_phase = {str(phase): int(n) for phase, n in rows}
+        ledger = CommitLedger(db, schema=settings.db_schema)
+        st.commits_by_phase = ledger.counts_by_phase()
+        st.commit_backlog = ledger.backlog()
+        st.llm_cost = ledger.llm_cost()
     except Exception as exc:  # noqa: BLE001
         st.errors["postgres"] = _short(exc)
     return st

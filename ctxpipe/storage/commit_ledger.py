@@ -45,6 +45,31 @@ class LedgerRow(BaseModel):
     updated_at: datetime | None = None
 
 
+class CommitBacklog(BaseModel):
+    """Commits accepted but not finished yet."""
+
+    in_flight: int = 0
+    oldest_age_s: float | None = None
+
+
+class LLMCost(BaseModel):
+    """LLM calls and tokens of every finished commit, and per 100 messages committed."""
+
+    commits: int = 0
+    messages: int = 0
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def calls_per_100_messages(self) -> float | None:
+        return 100.0 * self.llm_calls / self.messages if self.messages else None
+
+    @property
+    def prompt_tokens_per_100_messages(self) -> float | None:
+        return 100.0 * self.prompt_tokens / self.messages if self.messages else None
+
+
 class CommitLedger:
     def __init__(self, db: Database, schema: str = "ctx") -> None:
         self._db = db
@@ -210,6 +235,25 @@ class CommitLedger:
     def counts_by_phase(self) -> dict[str, int]:
         with self._db.connection() as conn:
             return {p: int(n) for p, n in conn.execute(self._q["ledger_counts"]).fetchall()}
+
+    def backlog(self) -> CommitBacklog:
+        with self._db.connection() as conn:
+            row = conn.execute(self._q["ledger_backlog"]).fetchone()
+        assert row is not None
+        return CommitBacklog(in_flight=int(row[0]), oldest_age_s=row[1])
+
+    def llm_cost(self) -> LLMCost:
+        with self._db.connection() as conn:
+            row = conn.execute(self._q["ledger_llm_cost"]).fetchone()
+        assert row is not None
+        commits, messages, calls, prompt, completion = (int(v) for v in row)
+        return LLMCost(
+            commits=commits,
+            messages=messages,
+            llm_calls=calls,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+        )
 
     def recent(self, limit: int = 20) -> list[dict[str, Any]]:
         with self._db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:

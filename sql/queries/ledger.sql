@@ -55,6 +55,23 @@ LIMIT %(limit)s
 -- name: ledger_counts
 SELECT phase, count(*) FROM {{schema}}.commits GROUP BY phase
 
+-- name: ledger_backlog
+-- commits accepted but not finished, and the age of the oldest one (seconds)
+SELECT count(*),
+       EXTRACT(EPOCH FROM now() - min(created_at))::float8
+FROM {{schema}}.commits
+WHERE phase NOT IN ('registered', 'failed')
+
+-- name: ledger_llm_cost
+-- what finished commits cost in LLM calls and tokens, per message committed
+SELECT count(*),
+       COALESCE(sum(jsonb_array_length(request -> 'messages')), 0)::bigint,
+       COALESCE(sum((result -> 'stats' ->> 'llm_calls')::bigint), 0)::bigint,
+       COALESCE(sum((result -> 'stats' ->> 'llm_prompt_tokens')::bigint), 0)::bigint,
+       COALESCE(sum((result -> 'stats' ->> 'llm_completion_tokens')::bigint), 0)::bigint
+FROM {{schema}}.commits
+WHERE phase = 'registered' AND result IS NOT NULL
+
 -- name: ledger_recent
 SELECT commit_id, account_id, user_id, session_id, phase, status, error, created_at, updated_at
 FROM {{schema}}.commits

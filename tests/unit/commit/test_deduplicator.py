@@ -172,3 +172,39 @@ def test_stale_index_hits_for_deleted_nodes_are_ignored(make_components):
     c = cand(MemoryCategory.PREFERENCES, "food", "Loves ramen")
     r = run_sync(dedup(comp, idx).check(c, PREF, pc()))
     assert r.decision is DedupDecision.CREATE
+
+
+@pytest.mark.parametrize(
+    ("category", "expected"),
+    [
+        (MemoryCategory.PREFERENCES, DedupDecision.MERGE_EXISTING),
+        (MemoryCategory.EVENTS, DedupDecision.SKIP),
+    ],
+)
+def test_prefilter_decides_above_the_llm_band_without_a_call(make_components, category, expected):
+    comp = make_components()
+    uri = f"ctx://acme/users/alice/memories/{category.value}/x"
+    store(comp, uri, "Went hiking in the Alps", category)
+    idx = StaticIndex([VectorHit(uri=uri, score=0.97)])
+    p = pc()
+    c = cand(category, "hike", "Went hiking in the Alps last weekend")
+    r = run_sync(dedup(comp, idx).check(c, uri + "-new", p))
+    assert r.decision is expected and r.merge_target == uri
+    assert "without the LLM" in r.reason
+    assert p.usage.calls == 0  # the LLM was not asked
+
+
+def test_llm_is_asked_only_inside_the_band(make_components):
+    comp = make_components()
+    uri = "ctx://acme/users/alice/memories/preferences/editor"
+    store(comp, uri, "Prefers Vim as the editor", MemoryCategory.PREFERENCES)
+    c = cand(MemoryCategory.PREFERENCES, "vim", "Prefers Vim as the editor")
+    calls = []
+    for score in (0.5, 0.9, 0.99):
+        p = pc()
+        run_sync(dedup(comp, StaticIndex([VectorHit(uri=uri, score=score)])).check(c, uri, p))
+        run_sync(
+            dedup(comp, StaticIndex([VectorHit(uri=uri, score=score)])).check(c, uri + "-2", p)
+        )
+        calls.append(p.usage.calls)
+    assert calls == [0, 1, 0]

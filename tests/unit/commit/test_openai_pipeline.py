@@ -109,6 +109,17 @@ def test_commit_on_openai_provider_records_token_usage(make_components, unit_set
     assert result.stats.llm_calls == chat_server["calls"] == 5  # archive + 4 extractors
     assert result.stats.llm_prompt_tokens == 5 * 120
     assert result.stats.llm_completion_tokens == 5 * 30
+    # the cost per phase: one call for the archive and one per extractor, summing to the total
+    by_phase = result.stats.llm_by_phase
+    assert set(by_phase) == {
+        "archive",
+        "extract_profile",
+        "extract_preferences",
+        "extract_entity_event",
+        "extract_procedure",
+    }
+    assert all(u.calls == 1 and u.prompt_tokens == 120 for u in by_phase.values())
+    assert sum(u.completion_tokens for u in by_phase.values()) == 5 * 30
 
 
 def test_model_that_only_answers_garbage_fails_cleanly(make_components, unit_settings, chat_server):

@@ -1,0 +1,249 @@
+"""What ingesting a conversation costs: LLM calls and tokens per 100 turns, embeddings per turn,
+and turns/s from commit to searchable — against a bare baseline measured in the same run.
+
+    .venv/bin/python bench/ingest_cost.py [--data PATH/locomo_dev.json] [--conversations 2]
+                                          [--no-celery]
+
+Every session of the first N LoCoMo dev conversations (read in place) is committed in order:
+
+- **in process** (rules LLM, dedup against the replica, the index worker draining the outbox
+  after each commit: the same code Celery runs); commit → searchable = commit + drain;
+- **through Celery** (real worker processes, one producer thread per conversation that sends
+  each session after the previous one registered; the clock stops when every commit is
+  registered and the outbox is drained);
+- **bare baseline**: what a peer without extraction does — embed each turn once (same model,
+  same batch size) and insert it into a pgvector table of the same database.
+
+LLM calls and prompt tokens come from the commits' own stats (the ledger for Celery); embeddings
+are counted at the embedder (every text encoded: chunks, dedup probes). Targets: ≤ 30 LLM calls
+per 100 turns; in-process turns/s ≥ 0.5 × bare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import _locomo
+import psycopg
+from _stack import local_stack, start_worker
+
+from ctxpipe.commit.coordinator import CommitCoordinator
+from ctxpipe.commit.payloads import CommitRequest
+from ctxpipe.core.config import Settings
+from ctxpipe.core.session import SessionInput
+from ctxpipe.index.worker import IndexWorker
+from ctxpipe.runtime import Runtime
+from ctxpipe.storage.commit_ledger import CommitLedger
+from ctxpipe.storage.db import Database
+
+WORKERS = [("commit,maintenance", 2), ("extract", 2)]
+
+
+def count_encodes(rt: Runtime) -> list[int]:
+    """Wrap the runtime embedder's `encode` so every text it embeds is counted."""
+    emb = rt.embedder
+    inner = emb.encode
+    counter = [0]
+
+    def encode(texts: Any) -> list[list[float]]:
+        items = list(texts)
+        counter[0] += len(items)
+        return inner(items)
+
+    emb.encode = encode  # type: ignore[method-assign]
+    return counter
+
+
+def in_process(settings: Settings, sessions: list[dict[str, Any]]) -> dict[str, Any]:
+    rt = Runtime(settings)
+    encoded = count_encodes(rt)
+    coord = CommitCoordinator(rt.components())
+    worker = IndexWorker.from_runtime(rt, "ingest-bench")
+    rt.embedder.encode(["warm up"])  # load the model outside the clock
+    encoded[0] = 0
+    calls = prompt = turns = 0
+    by_phase: dict[str, int] = {}
+    started = time.perf_counter()
+    for i, s in enumerate(sessions):
+        session = SessionInput.model_validate(s)
+        result = coord.commit_sync(CommitRequest.from_session(session))
+        worker.drain(max_seconds=600)
+        calls += result.stats.llm_calls
+        for phase, u in result.stats.llm_by_phase.items():
+            by_phase[phase] = by_phase.get(phase, 0) + u.calls
+        prompt += result.stats.llm_prompt_tokens
+        turns += len(session.messages)
+        print(f"\r  in process: {i + 1}/{len(sessions)} sessions, {turns} turns", end="")
+    elapsed = time.perf_counter() - started
+    print()
+    rt.close()
+    return {
+        "turns": turns,
+        "seconds": elapsed,
+        "turns_per_s": turns / elapsed,
+        "llm_calls": calls,
+        "prompt_tokens": prompt,
+        "embeddings": encoded[0],
+        "calls_by_phase": by_phase,
+    }
+
+
+def bare(settings: Settings, sessions: list[dict[str, Any]]) -> dict[str, float]:
+    """Embed each turn once and insert it into pgvector: ingest without extraction."""
+    rt = Runtime(settings)
+    rt.embedder.encode(["warm up"])
+    texts = [(m["id"], m["content"]) for s in sessions for m in s["messages"]]
+    batch = settings.embedding_batch_size
+    with psycopg.connect(settings.database_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS public.bare_turns")
+        conn.execute(
+            f"CREATE TABLE public.bare_turns (id text PRIMARY KEY, text text, "
+            f"embedding vector({settings.embedding_dim}))"
+        )
+        started = time.perf_counter()
+        for s in sessions:  # session by session, as a peer's add() would see them
+            items = [(m["id"], m["content"]) for m in s["messages"]]
+            for i in range(0, len(items), batch):
+                part = items[i : i + batch]
+                vectors = rt.embedder.encode([t for _, t in part])
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO public.bare_turns VALUES (%s, %s, %s::vector) "
+                        "ON CONFLICT (id) DO NOTHING",
+                        [(k, t, str(v)) for (k, t), v in zip(part, vectors, strict=True)],
+                    )
+        elapsed = time.perf_counter() - started
+        conn.execute("DROP TABLE public.bare_turns")
+    rt.close()
+    return {"turns": len(texts), "seconds": elapsed, "turns_per_s": len(texts) / elapsed}
+
+
+def through_celery(convs: list[list[dict[str, Any]]]) -> dict[str, float]:
+    with local_stack(WORKERS) as settings:
+        from tasks.dispatcher import CeleryDispatcher
+
+        embed = start_worker(settings, "embed", 1, settings.var_dir, pool="solo")
+        db = Database.from_settings(settings)
+        ledger = CommitLedger(db)
+        dispatcher = CeleryDispatcher(settings, db)
+        errors: list[str] = []
+
+        def producer(sessions: list[dict[str, Any]]) -> None:
+            for s in sessions:
+                req = CommitRequest.from_session(SessionInput.model_validate(s))
+                dispatcher.submit(req)
+                deadline = time.monotonic() + 600
+                while True:
+                    row = ledger.get(req.commit_id)
+                    if row is not None and row.phase in ("registered", "failed"):
+                        if row.phase == "failed":
+                            errors.append(f"{req.commit_id}: {row.error}")
+                        break
+                    if time.monotonic() > deadline:
+                        errors.append(f"{req.commit_id}: not finished after 600 s")
+                        return
+                    time.sleep(0.02)
+
+        # warm the workers (model load, pools) outside the clock
+        warm = dict(convs[0][0], commit_id="warm-up", session_id="warm-up", account_id="warm")
+        producer([warm])
+        try:
+            with psycopg.connect(settings.database_url, autocommit=True) as conn:
+                _wait_drained(conn, 300)
+                started = time.perf_counter()
+                threads = [threading.Thread(target=producer, args=(c,)) for c in convs]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                _wait_drained(conn, 600)
+                elapsed = time.perf_counter() - started
+            cost = ledger.llm_cost()
+        finally:
+            db.close()
+            embed.stop()
+    turns = sum(len(s["messages"]) for c in convs for s in c)
+    warm_turns = len(warm["messages"])
+    if errors:
+        print("  celery errors:", *errors[:5], sep="\n    ")
+    return {
+        "turns": turns,
+        "seconds": elapsed,
+        "turns_per_s": turns / elapsed,
+        "llm_calls": cost.llm_calls,
+        "prompt_tokens": cost.prompt_tokens,
+        "turns_with_warmup": turns + warm_turns,
+        "failed": len(errors),
+    }
+
+
+def _wait_drained(conn: psycopg.Connection, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        row = conn.execute(
+            "SELECT count(*) FROM ctx.outbox_events WHERE status IN ('pending','claimed','failed')"
+        ).fetchone()
+        if row is not None and row[0] == 0:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError("outbox not drained")
+        time.sleep(0.05)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=None, help="locomo_dev.json (read in place)")
+    ap.add_argument("--conversations", type=int, default=2)
+    ap.add_argument("--no-celery", action="store_true")
+    args = ap.parse_args()
+    samples = _locomo.load(args.data)[: args.conversations]
+    convs = [_locomo.session_inputs(s) for s in samples]
+    sessions = [s for c in convs for s in c]
+    print(
+        f"LoCoMo dev: {len(samples)} conversations, {len(sessions)} sessions, "
+        f"{sum(len(s['messages']) for s in sessions)} turns"
+    )
+    with local_stack([]) as settings:
+        proc = in_process(settings, sessions)
+        base = bare(settings, sessions)
+    cel = None if args.no_celery else through_celery(convs)
+
+    per100 = 100.0 / proc["turns"]
+    print()
+    print(f"{'':34}{'turns/s':>10}{'÷ bare':>9}")
+    print(f"{'bare (embed + insert each turn)':34}{base['turns_per_s']:10.1f}{1.0:9.2f}")
+    ratio = proc["turns_per_s"] / base["turns_per_s"]
+    print(f"{'ctxpipe in process':34}{proc['turns_per_s']:10.1f}{ratio:9.2f}")
+    if cel:
+        print(
+            f"{'ctxpipe through Celery':34}{cel['turns_per_s']:10.1f}"
+            f"{cel['turns_per_s'] / base['turns_per_s']:9.2f}"
+            + (f"   ({cel['failed']} commits failed)" if cel["failed"] else "")
+        )
+    calls100 = proc["llm_calls"] * per100
+    print()
+    print(
+        f"LLM calls per 100 turns: {calls100:.1f} (target <= 30: "
+        f"{'met' if calls100 <= 30 else 'MISSED'}); prompt tokens per 100 turns: "
+        f"{proc['prompt_tokens'] * per100:.0f}"
+    )
+    print(
+        "  per phase: "
+        + ", ".join(f"{k} {v * per100:.1f}" for k, v in sorted(proc["calls_by_phase"].items()))
+    )
+    if cel:
+        cel100 = 100.0 * cel["llm_calls"] / cel["turns_with_warmup"]
+        print(f"  through Celery (ledger): {cel100:.1f} LLM calls per 100 turns")
+    print(f"embeddings computed per turn: {proc['embeddings'] / proc['turns']:.2f}")
+    print(
+        f"ingest turns/s in process ÷ bare = {ratio:.2f} (target >= 0.5: "
+        f"{'met' if ratio >= 0.5 else 'MISSED'})"
+    )
+
+
+if __name__ == "__main__":
+    main()

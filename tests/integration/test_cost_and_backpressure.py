@@ -97,3 +97,37 @@ def test_submit_over_the_backlog_cap_is_refused_and_records_nothing(
     assert CommitLedger(rt.db).get("bp-1") is not None and len(sent) == 1
     broker.close()
     rt.close()
+
+
+def test_cli_shows_cost_per_phase_backlog_and_aggregate(make_settings, clean_db, redis_url):
+    import json
+
+    from typer.testing import CliRunner
+
+    from ctxpipe.cli import app
+
+    settings = make_settings(redis=False)
+    rt = Runtime(settings)
+    ledger = CommitLedger(rt.db)
+    run_steps(rt, ledger, make_req("cli-1"))
+    steps.submit(ledger, make_req("cli-2", session="s2"))
+    env = {
+        "CTXPIPE_DATABASE_URL": settings.database_url,
+        "CTXPIPE_FS_ROOT": str(settings.fs_root),
+        "CTXPIPE_REDIS_URL": redis_url,
+    }
+    runner = CliRunner()
+    out = runner.invoke(app, ["commits", "show", "cli-1"], env=env)
+    assert out.exit_code == 0, out.output
+    assert "LLM cost: phase" in out.stdout
+    for phase in ("archive", "extract_profile", "total"):
+        assert phase in out.stdout
+
+    out = runner.invoke(app, ["status", "--json"], env=env)
+    assert out.exit_code == 0, out.output
+    st = json.loads(out.stdout)
+    assert st["commit_backlog"]["in_flight"] == 1
+    assert st["llm_cost"]["commits"] == 1 and st["llm_cost"]["llm_calls"] >= 5
+    out = runner.invoke(app, ["status"], env=env)
+    assert "1 in flight" in out.stdout and "calls and" in out.stdout
+    rt.close()

@@ -124,7 +124,7 @@ def start(commit_id: str, phase: str = "archive") -> None:
 def enqueue(req: CommitRequest) -> str:
     """Record the commit in the ledger and start its workflow (idempotent by commit id)."""
     ledger = context.ledger(app.conf.ctxpipe_settings)
-    new = steps.submit(ledger, req)
+    new = steps.submit(ledger, req, app.conf.ctxpipe_settings.limits)
     row = None if new else ledger.get(req.commit_id)
     if new or (row is not None and row.phase == "enqueued"):
         workflow(req.commit_id).apply_async(add_to_parent=False)

@@ -34,7 +34,7 @@ class CeleryDispatcher:
         from tasks.app import app
         from tasks.queues import START
 
-        new = steps.submit(self._ledger, req)
+        new = steps.submit(self._ledger, req, self._settings.limits)
         row = None if new else self._ledger.get(req.commit_id)
         if new or (row is not None and row.phase == "enqueued"):
             # fire-and-forget: no result subscription is left behind in the producer. A commit

@@ -137,6 +137,9 @@ def qualify_text_refs(text: str, session_id: str, ids: set[str]) -> str:
 def plan_context(c: CommitComponents, req: CommitRequest, usage: LLMUsage) -> PlanContext:
     dedup = None
     if c.settings.commit.enable_dedup and not req.options.skip_dedup:
+        check = getattr(c.embedder, "check_dimension", None)
+        if check is not None and c.vector_index is not None:
+            check(c.settings.embedding_dim)  # a model of the wrong size fails, never degrades
         dedup = CandidateDeduplicator(c.fs, c.settings.dedup, c.embedder, c.vector_index)
     return PlanContext(ctx=req.ctx, commit_id=req.commit_id, llm=c.llm, usage=usage, dedup=dedup)
 
@@ -180,8 +183,8 @@ async def plan_phase(
         )
         for k in kept
     ]
-    pc = plan_context(c, req, usage)
     try:
+        pc = plan_context(c, req, usage)
         items = await PolicyRouter(c.fs).plan_all(kept, pc)
     except Exception as exc:
         raise CommitError(str(exc), phase="plan") from exc

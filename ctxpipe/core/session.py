@@ -39,10 +39,15 @@ def check_label(value: str, what: str) -> str:
     return value
 
 
+def shown(value: str, limit: int = 40) -> str:
+    """`value` as an error message shows it: quoted, escaped, and cut to `limit` characters."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} chars)"
+
+
 def _check_id(value: str, what: str) -> str:
     if not _ID_RE.fullmatch(value) or ".." in value:
         raise ValueError(
-            f"{what} {value!r} must be 1-128 chars of letters, digits, '_', '-', '.', '@' "
+            f"{what} {shown(value)} must be 1-128 chars of letters, digits, '_', '-', '.', '@' "
             "and start with a letter or digit"
         )
     return value
@@ -63,7 +68,9 @@ class RequestContext(BaseModel):
     @classmethod
     def _account(cls, v: str) -> str:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}", v):
-            raise ValueError(f"account_id {v!r} must be 1-64 chars of letters, digits, '-' or '_'")
+            raise ValueError(
+                f"account_id {shown(v)} must be 1-64 chars of letters, digits, '-' or '_'"
+            )
         return v
 
     @field_validator("user_id", "agent_id", "session_id")

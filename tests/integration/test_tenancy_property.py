@@ -177,7 +177,7 @@ def check_reader(svc: ContextEngineService, ctx: RequestContext, owners: Any) ->
 
 
 @settings(
-    max_examples=5,
+    max_examples=4,
     deadline=None,
     database=None,
     phases=[Phase.explicit, Phase.generate],  # no shrinking: each example costs seconds

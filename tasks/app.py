@@ -20,7 +20,9 @@ def make_app(settings: Settings | None = None) -> Celery:
         backend=settings.redis_url,
         include=["tasks.commit", "tasks.maintenance", "tasks.index"],
     )
-    transport = {"visibility_timeout": VISIBILITY_TIMEOUT_S}
+    # an unreachable broker fails a producer's submit within seconds, not after minutes
+    connect_s = settings.broker_connect_timeout_s
+    transport = {"visibility_timeout": VISIBILITY_TIMEOUT_S, "socket_connect_timeout": connect_s}
     app.conf.update(
         task_serializer="json",
         result_serializer="json",
@@ -37,6 +39,7 @@ def make_app(settings: Settings | None = None) -> Celery:
         result_backend_always_retry=True,
         result_backend_max_retries=20,
         broker_connection_retry_on_startup=True,
+        broker_connection_timeout=connect_s,
         # Flower: workers emit task events (received/started/succeeded/failed); no extra
         # STARTED writes to the result backend and no sent-events on the hot path.
         worker_send_task_events=True,

@@ -127,7 +127,7 @@ def enqueue(req: CommitRequest) -> str:
     cap: the producer sees the error from the task's result and re-sends later."""
     context.backlog_gate(app.conf.ctxpipe_settings).check()
     ledger = context.ledger(app.conf.ctxpipe_settings)
-    new = steps.submit(ledger, req)
+    new = steps.submit(ledger, req, app.conf.ctxpipe_settings.limits)
     row = None if new else ledger.get(req.commit_id)
     if new or (row is not None and row.phase == "enqueued"):
         workflow(req.commit_id).apply_async(add_to_parent=False)

@@ -37,7 +37,7 @@ class CeleryDispatcher:
         from tasks.queues import START
 
         self._gate.check()  # back-pressure: refuse before recording anything
-        new = steps.submit(self._ledger, req)
+        new = steps.submit(self._ledger, req, self._settings.limits)
         row = None if new else self._ledger.get(req.commit_id)
         if new or (row is not None and row.phase == "enqueued"):
             # fire-and-forget: no result subscription is left behind in the producer. A commit

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -27,6 +28,9 @@ console = Console()
 err_console = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# The pool logs every failed reconnection attempt; a command reports the outcome in one line.
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 
 def settings() -> Settings:

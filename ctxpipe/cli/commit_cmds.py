@@ -20,9 +20,13 @@ from ctxpipe.service import ContextEngineService
 
 def load_session(path: Path) -> SessionInput:
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(path.read_text(encoding="utf-8-sig"))  # a leading BOM is tolerated
     except FileNotFoundError:
         raise ValueError(f"no such file: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})"
+        ) from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path} is not valid JSON: {exc}") from None
     return SessionInput.model_validate(raw)

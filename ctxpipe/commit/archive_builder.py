@@ -36,8 +36,9 @@ class ArchiveBuilder:
             return None
         for child in fs.list_children(base):
             node = fs.read_node(child.uri)
-            if node.metadata.get("commit_id") == req.commit_id:
-                stored = SessionArchive.model_validate(node.metadata["archive"])
+            meta = node.metadata
+            if meta.get("commit_id") == req.commit_id and meta.get("user_id") == req.ctx.user_id:
+                stored = SessionArchive.model_validate(meta["archive"])
                 return stored.model_copy(
                     update={
                         "recent_messages": current.recent_messages,

@@ -13,6 +13,7 @@ from ctxpipe.commit.journal import CommitJournal
 from ctxpipe.commit.payloads import CommitRequest, PlanOutcome, WriteOutcome
 from ctxpipe.commit.phases import (
     archive_phase,
+    check_session_owner,
     extract_phase,
     plan_phase,
     write_phase,
@@ -20,6 +21,7 @@ from ctxpipe.commit.phases import (
 from ctxpipe.commit.register import build_result, register_phase, usage_by_phase
 from ctxpipe.core.errors import CommitError
 from ctxpipe.core.models import CommitResult
+from ctxpipe.core.session import check_limits
 from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
 
 
@@ -30,6 +32,10 @@ class CommitCoordinator:
     async def commit(self, req: CommitRequest) -> CommitResult:
         started = time.perf_counter()
         dry = req.options.dry_run or self._c.settings.commit.dry_run
+        check_limits(req.messages, req.used_contexts, req.used_tools, self._c.settings.limits)
+        # refused before the journal is consulted: a commit id is looked up only within the
+        # session's owner, so another user's recorded result is never returned
+        check_session_owner(self._c, req)
         if not dry:
             done = CommitJournal(self._c.fs).load(req)
             if done is not None:  # this commit id already ran to completion: change nothing

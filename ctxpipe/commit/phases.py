@@ -31,7 +31,7 @@ from ctxpipe.commit.policies.base import PlanContext
 from ctxpipe.commit.policy_router import PolicyRouter
 from ctxpipe.commit.relation_writer import RelationWriter, derive_edges
 from ctxpipe.core.enums import ExtractorStatus
-from ctxpipe.core.errors import CommitError, CtxError, VersionConflictError
+from ctxpipe.core.errors import CommitError, CtxError, LockTimeoutError, VersionConflictError
 from ctxpipe.core.models import (
     ExtractionResult,
     RelationEdge,
@@ -41,6 +41,7 @@ from ctxpipe.core.models import (
 )
 from ctxpipe.core.uri import CtxURI
 from ctxpipe.extraction.extractors import EXTRACTORS
+from ctxpipe.fs.session_owner import SessionOwners, may_read
 from ctxpipe.providers.base import LLMUsage
 
 log = logging.getLogger(__name__)
@@ -62,9 +63,18 @@ def _ms(started: float) -> int:
 
 
 # ------------------------------------------------------------------ phase 1: archive
+def check_session_owner(c: CommitComponents, req: CommitRequest) -> None:
+    """Refuse, before anything is written, a commit into another user's or agent's session."""
+    try:
+        SessionOwners(c.fs).check_commit(req.ctx)
+    except CtxError as exc:
+        raise CommitError(str(exc), phase="archive") from exc
+
+
 async def archive_phase(c: CommitComponents, req: CommitRequest) -> ArchiveOutcome:
     started = time.perf_counter()
     usage = LLMUsage()
+    check_session_owner(c, req)
     try:
         archive = await ArchiveBuilder(c).build_archive(req, usage)
     except Exception as exc:
@@ -94,12 +104,15 @@ async def extract_phase(
 
 # ------------------------------------------------------------------ phase 3: plan
 def _recalled_texts(c: CommitComponents, req: CommitRequest) -> list[str]:
+    """Abstracts of the used contexts the committer may read (a context of another user or
+    agent resolves to nothing: a commit must not learn what another owner's memory says)."""
     texts: list[str] = []
+    owners = SessionOwners(c.fs)
     for uri in req.used_contexts:
         try:
-            if CtxURI.parse(uri).account == req.ctx.account_id and c.fs.exists(uri):
+            if may_read(req.ctx, CtxURI.parse(uri), owners) and c.fs.exists(uri):
                 texts.append(c.fs.read_node(uri, include_content=False).abstract)
-        except CtxError:
+        except (CtxError, ValueError, OSError):
             continue
     texts.extend(m.content for m in req.messages if m.injected)
     return texts
@@ -124,6 +137,9 @@ def qualify_text_refs(text: str, session_id: str, ids: set[str]) -> str:
 def plan_context(c: CommitComponents, req: CommitRequest, usage: LLMUsage) -> PlanContext:
     dedup = None
     if c.settings.commit.enable_dedup and not req.options.skip_dedup:
+        check = getattr(c.embedder, "check_dimension", None)
+        if check is not None and c.vector_index is not None:
+            check(c.settings.embedding_dim)  # a model of the wrong size fails, never degrades
         dedup = CandidateDeduplicator(c.fs, c.settings.dedup, c.embedder, c.vector_index)
     return PlanContext(ctx=req.ctx, commit_id=req.commit_id, llm=c.llm, usage=usage, dedup=dedup)
 
@@ -167,8 +183,8 @@ async def plan_phase(
         )
         for k in kept
     ]
-    pc = plan_context(c, req, usage)
     try:
+        pc = plan_context(c, req, usage)
         items = await PolicyRouter(c.fs).plan_all(kept, pc)
     except Exception as exc:
         raise CommitError(str(exc), phase="plan") from exc
@@ -217,6 +233,12 @@ async def write_phase(
     writer = ContextWriter(c.fs)
     out = WriteOutcome()
     categories: list[tuple[WriteResult, str]] = []
+    try:  # the session's owner is recorded (or checked) before anything else is written
+        SessionOwners(c.fs).claim(req.ctx, c.lock, c.settings.lock_timeout_s)
+    except LockTimeoutError:
+        raise
+    except CtxError as exc:
+        raise CommitError(str(exc), phase="write") from exc
     try:
         archive = ArchiveBuilder(c).persist(req, archive)
     except Exception as exc:

@@ -22,9 +22,11 @@ from ctxpipe.commit.phases import (
     write_phase,
 )
 from ctxpipe.commit.register import register_phase, usage_by_phase
+from ctxpipe.core.config import LimitsConfig
 from ctxpipe.core.enums import CommitPhase
 from ctxpipe.core.errors import CommitError, CtxError, LLMError, LockTimeoutError, StorageError
 from ctxpipe.core.models import ExtractionResult
+from ctxpipe.core.session import check_limits
 from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
 from ctxpipe.providers.base import run_sync
 
@@ -43,7 +45,7 @@ class TransientStepError(Exception):
 class CommitIdConflictError(CtxError):
     def __init__(self, commit_id: str) -> None:
         super().__init__(
-            f"commit id {commit_id!r} was already used for another account, user or session"
+            f"commit id {commit_id!r} was already used for another account, user, agent or session"
         )
 
 
@@ -88,17 +90,21 @@ def is_transient(exc: BaseException | None) -> bool:
     return False
 
 
-def submit(ledger: LedgerPort, req: CommitRequest) -> bool:
+def submit(ledger: LedgerPort, req: CommitRequest, limits: LimitsConfig | None = None) -> bool:
     """Record a commit request; False when this very commit was already submitted.
 
-    A commit id is an idempotency key: reusing it for another account, user or session is
+    `limits`: the size limits checked before anything is recorded (InputLimitError).
+
+    A commit id is an idempotency key: reusing it for another account, user, agent or session is
     refused (it would silently drop that session and show another tenant's result)."""
+    if limits is not None:
+        check_limits(req.messages, req.used_contexts, req.used_tools, limits)
     if ledger.create(req.commit_id, req.ctx.model_dump(mode="json"), req.model_dump(mode="json")):
         return True
     row = ledger.get(req.commit_id)
     if row is not None:
-        theirs = (row.account_id, row.user_id, row.session_id)
-        ours = (req.ctx.account_id, req.ctx.user_id, req.ctx.session_id)
+        theirs = (row.account_id, row.user_id, row.agent_id, row.session_id)
+        ours = (req.ctx.account_id, req.ctx.user_id, req.ctx.agent_id, req.ctx.session_id)
         if theirs != ours:
             raise CommitIdConflictError(req.commit_id)
     return False

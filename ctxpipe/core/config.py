@@ -47,6 +47,16 @@ class CommitConfig(BaseModel):
     max_backlog: int = Field(10000, ge=0)
 
 
+class LimitsConfig(BaseModel):
+    """Size limits of a committed session, enforced where the input enters (a larger input is
+    refused with one clear error before anything is recorded or written)."""
+
+    max_message_chars: int = Field(100_000, ge=1)
+    max_messages: int = Field(2_000, ge=1)
+    max_session_chars: int = Field(2_000_000, ge=1)
+    max_used_items: int = Field(1_000, ge=0)
+
+
 class ChunkingConfig(BaseModel):
     chunk_tokens: int = Field(200, ge=16)
     chunk_overlap_tokens: int = Field(32, ge=0)
@@ -68,6 +78,8 @@ class Settings(BaseSettings):
     db_pool_min: int = Field(1, ge=0)
     db_pool_max: int = Field(8, ge=1)
     db_schema: str = Field("ctx", pattern=r"^[a-z_][a-z0-9_]*$")
+    db_connect_timeout_s: float = Field(5.0, gt=0, le=300)
+    broker_connect_timeout_s: float = Field(5.0, gt=0, le=300)
 
     # embeddings
     embedding_model: str = Field(
@@ -100,6 +112,7 @@ class Settings(BaseSettings):
     dedup: DedupConfig = DedupConfig()
     commit: CommitConfig = CommitConfig()
     chunking: ChunkingConfig = ChunkingConfig()
+    limits: LimitsConfig = LimitsConfig()
 
     # outbox / index
     outbox_batch_size: int = Field(64, ge=1)

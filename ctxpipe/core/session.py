@@ -9,13 +9,45 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ctxpipe.core.config import LimitsConfig
+from ctxpipe.core.errors import CtxError
+
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
+
+
+def check_text(value: str, what: str) -> str:
+    """Text that can be stored: valid Unicode (no lone surrogates) and no NUL byte."""
+    if "\x00" in value:
+        raise ValueError(f"{what} contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} is not valid Unicode text (a lone surrogate)") from None
+    return value
+
+
+def check_label(value: str, what: str) -> str:
+    """An id or name that reaches files and archive lines: printable, single-line text.
+
+    Refuses NUL, newlines, tabs and every other control or format character (right-to-left
+    overrides, zero-width characters), lone surrogates and leading/trailing whitespace."""
+    bad = next((ch for ch in value if not ch.isprintable()), None)
+    if bad is not None:
+        raise ValueError(f"{what} must be printable single-line text (found U+{ord(bad):04X})")
+    if value != value.strip():
+        raise ValueError(f"{what} must not start or end with whitespace")
+    return value
+
+
+def shown(value: str, limit: int = 40) -> str:
+    """`value` as an error message shows it: quoted, escaped, and cut to `limit` characters."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} chars)"
 
 
 def _check_id(value: str, what: str) -> str:
     if not _ID_RE.fullmatch(value) or ".." in value:
         raise ValueError(
-            f"{what} {value!r} must be 1-128 chars of letters, digits, '_', '-', '.', '@' "
+            f"{what} {shown(value)} must be 1-128 chars of letters, digits, '_', '-', '.', '@' "
             "and start with a letter or digit"
         )
     return value
@@ -36,7 +68,9 @@ class RequestContext(BaseModel):
     @classmethod
     def _account(cls, v: str) -> str:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}", v):
-            raise ValueError(f"account_id {v!r} must be 1-64 chars of letters, digits, '-' or '_'")
+            raise ValueError(
+                f"account_id {shown(v)} must be 1-64 chars of letters, digits, '-' or '_'"
+            )
         return v
 
     @field_validator("user_id", "agent_id", "session_id")
@@ -66,9 +100,12 @@ class Message(BaseModel):
     @field_validator("content")
     @classmethod
     def _content(cls, v: str) -> str:
-        if "\x00" in v:
-            raise ValueError("content contains a NUL character")
-        return v
+        return check_text(v, "content")
+
+    @field_validator("id", "name")
+    @classmethod
+    def _label(cls, v: str | None, info: Any) -> str | None:
+        return v if v is None else check_label(v, f"message {info.field_name}")
 
 
 class ToolUse(BaseModel):
@@ -83,6 +120,16 @@ class ToolUse(BaseModel):
     output: str | None = None
     error: str | None = None
     message_id: str | None = None
+
+    @field_validator("name", "message_id")
+    @classmethod
+    def _label(cls, v: str | None, info: Any) -> str | None:
+        return v if v is None else check_label(v, f"tool {info.field_name}")
+
+    @field_validator("input", "output", "error")
+    @classmethod
+    def _text(cls, v: str | None, info: Any) -> str | None:
+        return v if v is None else check_text(v, f"tool {info.field_name}")
 
 
 class SessionInput(BaseModel):
@@ -130,3 +177,42 @@ def message_vars(messages: list[Message]) -> list[dict[str, Any]]:
         }
         for m in messages
     ]
+
+
+class InputLimitError(CtxError, ValueError):
+    """A committed session exceeds a documented size limit (`CTXPIPE_LIMITS__*`)."""
+
+
+def check_limits(
+    messages: list[Message],
+    used_contexts: list[str],
+    used_tools: list[ToolUse],
+    limits: LimitsConfig,
+) -> None:
+    """Refuse, with one clear line, a session larger than `limits` allows."""
+    if len(messages) > limits.max_messages:
+        raise InputLimitError(
+            f"the session has {len(messages)} messages; at most {limits.max_messages} are "
+            "accepted per commit (CTXPIPE_LIMITS__MAX_MESSAGES): commit it in parts"
+        )
+    total = 0
+    for m in messages:
+        size = len(m.content)
+        if size > limits.max_message_chars:
+            raise InputLimitError(
+                f"message {m.id!r} has {size} characters; at most {limits.max_message_chars} "
+                "are accepted (CTXPIPE_LIMITS__MAX_MESSAGE_CHARS)"
+            )
+        total += size
+    if total > limits.max_session_chars:
+        raise InputLimitError(
+            f"the session's messages hold {total} characters; at most "
+            f"{limits.max_session_chars} are accepted per commit "
+            "(CTXPIPE_LIMITS__MAX_SESSION_CHARS): commit it in parts"
+        )
+    for what, items in (("used_contexts", used_contexts), ("used_tools", used_tools)):
+        if len(items) > limits.max_used_items:
+            raise InputLimitError(
+                f"{what} has {len(items)} entries; at most {limits.max_used_items} are "
+                "accepted (CTXPIPE_LIMITS__MAX_USED_ITEMS)"
+            )

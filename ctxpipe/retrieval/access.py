@@ -4,8 +4,10 @@ A request of (account, user, agent, session) may read, inside its account only:
 
 - ``users/{user}`` — the user's own memories;
 - ``agents/{agent}`` — the memories of the agent serving it (cases, patterns, skills);
-- ``sessions/{session}`` and every other session whose archive records this user
-  (``metadata.user_id``);
+- the sessions its user owns (the owner recorded on the FS at the session's first commit, see
+  `ctxpipe.fs.session_owner`; for older sessions the user of their oldest archive); its own
+  ``sessions/{session}`` only while nobody owns it yet (it is empty) — naming another user's
+  session id as one's own gives no access to it;
 - the shared scopes ``resources`` and ``skills``.
 
 Anything else — another account, another user's memories, another agent's, another user's
@@ -30,11 +32,16 @@ class OwnerAccessError(TenancyError):
         PermissionError.__init__(self, f"URI {uri} belongs to another owner than {who}")
 
 
-def owner_spaces(ctx: RequestContext, sessions: Iterable[str] = ()) -> list[str]:
+def owner_spaces(
+    ctx: RequestContext, sessions: Iterable[str] = (), *, current: bool = True
+) -> list[str]:
     """Owner spaces visible to `ctx` (exact values of the `owner_space` column).
 
-    `sessions`: further session ids (or ``sessions/{id}`` spaces) known to be the user's."""
-    spaces = [ctx.user_space, ctx.agent_space, f"sessions/{ctx.session_id}"]
+    `sessions`: further session ids (or ``sessions/{id}`` spaces) known to be the user's;
+    `current`: whether `ctx`'s own session is readable (False when another user owns it)."""
+    spaces = [ctx.user_space, ctx.agent_space]
+    if current:
+        spaces.append(f"sessions/{ctx.session_id}")
     for s in sessions:
         space = s if s.startswith("sessions/") else f"sessions/{s}"
         if space not in spaces:
@@ -51,7 +58,10 @@ def check_readable(
     uri: str | CtxURI,
     session_is_users: Callable[[str], bool] | None = None,
 ) -> CtxURI:
-    """The parsed URI when `ctx` may read it; TenancyError / OwnerAccessError otherwise."""
+    """The parsed URI when `ctx` may read it; TenancyError / OwnerAccessError otherwise.
+
+    `session_is_users(id)` decides sessions when given; without it only `ctx`'s own session
+    id is readable."""
     u = uri if isinstance(uri, CtxURI) else parse_uri(uri)
     if u.account != ctx.account_id:
         raise TenancyError(str(u), ctx.account_id)
@@ -65,7 +75,7 @@ def check_readable(
     if u.scope == "agents" and owner == ctx.agent_id:
         return u
     if u.scope == "sessions" and (
-        owner == ctx.session_id or (session_is_users is not None and session_is_users(owner))
+        session_is_users(owner) if session_is_users is not None else owner == ctx.session_id
     ):
         return u
     raise OwnerAccessError(str(u), f"user {ctx.user_id!r} / agent {ctx.agent_id!r}")

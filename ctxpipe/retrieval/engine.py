@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 from ctxpipe.core.models import NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message, RequestContext
 from ctxpipe.fs import ContextFS, FSRelationStore
+from ctxpipe.fs.session_owner import SessionOwners
 from ctxpipe.providers.base import LLM, Embedder
 from ctxpipe.retrieval.access import check_readable, owner_spaces, visible
 from ctxpipe.retrieval.config import RetrievalConfig
@@ -76,6 +77,7 @@ class ReadPath:
         )
         self.relations = relations or FSRelationStore(fs)
         self._sessions_cache = TTLCache(self.config.find.count_cache_s)
+        self.owners = SessionOwners(fs)
 
     @classmethod
     def from_runtime(cls, rt: Runtime, config: RetrievalConfig | None = None) -> ReadPath:
@@ -91,7 +93,8 @@ class ReadPath:
 
     # ------------------------------------------------------------------ scope
     def user_sessions(self, ctx: RequestContext) -> list[str]:
-        """Owner spaces of the sessions that belong to `ctx`'s user (cached briefly)."""
+        """Owner spaces of the sessions that belong to `ctx`'s user (cached briefly): those the
+        index relates to the user, less any whose owner on the FS is another user."""
         key = (ctx.account_id, ctx.user_id)
         cached = self._sessions_cache.get(key)
         if cached is not None:
@@ -105,7 +108,11 @@ class ReadPath:
                     "space": ctx.user_space,
                 },
             ).fetchall()
-        found = sorted(str(r[0]) for r in rows)
+        found = sorted(
+            str(r[0])
+            for r in rows
+            if self.owners.may_read(ctx, str(r[0]).split("/", 1)[1]) is not False
+        )
         self._sessions_cache.put(key, found)
         return found
 
@@ -128,17 +135,29 @@ class ReadPath:
                 prefixes.append(str(u.as_dir()) if u.segments else str(u))
         return FindFilters(
             account_id=ctx.account_id,
-            owner_spaces=owner_spaces(ctx, self.user_sessions(ctx)),
+            owner_spaces=self.spaces(ctx),
             uri_prefixes=prefixes,
             categories=list(categories) if categories else None,
             context_types=list(context_types) if context_types else None,
             min_score=min_score,
         )
 
+    def spaces(self, ctx: RequestContext) -> list[str]:
+        """Every owner space `ctx` may read (its own session only if no one else owns it)."""
+        current = self.owners.may_read(ctx, ctx.session_id) is not False
+        return owner_spaces(ctx, self.user_sessions(ctx), current=current)
+
     def _session_is_users(self, ctx: RequestContext) -> Any:
+        """The session rule of `check_readable`: the FS owner decides; an unowned session is
+        readable when it is `ctx`'s own or the index relates it to the user."""
         cache: dict[str, set[str]] = {}
 
         def check(session_id: str) -> bool:
+            verdict = self.owners.may_read(ctx, session_id)
+            if verdict is not None:
+                return verdict
+            if session_id == ctx.session_id:
+                return True
             if "s" not in cache:
                 cache["s"] = {s.split("/", 1)[1] for s in self.user_sessions(ctx)}
             return session_id in cache["s"]
@@ -200,14 +219,14 @@ class ReadPath:
         if u.segments:
             check_readable(ctx, u, self._session_is_users(ctx))
             return self.fs.list_children(u, depth=depth, ctx=ctx)
-        spaces = owner_spaces(ctx, self.user_sessions(ctx))
+        spaces = self.spaces(ctx)
         children = self.fs.list_children(u, depth=depth, ctx=ctx)
         return [c for c in children if visible(ctx, c.uri, spaces)]
 
     def relations_of(self, uri: str, ctx: RequestContext) -> list[RelationEdge]:
         """Edges of a node, without those pointing at data `ctx` may not see."""
         u = check_readable(ctx, uri, self._session_is_users(ctx))
-        spaces = owner_spaces(ctx, self.user_sessions(ctx))
+        spaces = self.spaces(ctx)
         return [e for e in self.relations.get_edges(u, ctx) if visible(ctx, e.to_uri, spaces)]
 
 

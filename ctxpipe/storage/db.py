@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -72,6 +73,16 @@ def _register_vector(conn: psycopg.Connection[Any]) -> bool:
         return False
 
 
+def _probe(conninfo: str, connect_timeout: float, timeout: PoolTimeout) -> None:
+    """Raise StorageError naming the cause (refused, unknown host, bad password) when the
+    server cannot be reached directly either."""
+    try:
+        with psycopg.connect(conninfo, connect_timeout=max(2, math.ceil(connect_timeout))) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        raise connect_error(conninfo, exc) from timeout
+
+
 class Database:
     """A lazily opened `psycopg_pool.ConnectionPool` with pgvector types registered.
 
@@ -80,7 +91,13 @@ class Database:
     """
 
     def __init__(
-        self, conninfo: str, min_size: int = 1, max_size: int = 8, *, timeout: float = 30.0
+        self,
+        conninfo: str,
+        min_size: int = 1,
+        max_size: int = 8,
+        *,
+        timeout: float = 30.0,
+        connect_timeout: float = 5.0,
     ) -> None:
         if max_size < 1 or min_size < 0 or min_size > max_size:
             raise ValueError(f"bad pool sizes min={min_size} max={max_size}")
@@ -88,13 +105,20 @@ class Database:
         self.min_size = min_size
         self.max_size = max_size
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self._connected = False
         self._pool: ConnectionPool[Any] | None = None
         self._pid = os.getpid()
         self._lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Database:
-        return cls(settings.database_url, settings.db_pool_min, settings.db_pool_max)
+        return cls(
+            settings.database_url,
+            settings.db_pool_min,
+            settings.db_pool_max,
+            connect_timeout=settings.db_connect_timeout_s,
+        )
 
     def __repr__(self) -> str:
         return f"Database({redact(self.conninfo)!r}, min={self.min_size}, max={self.max_size})"
@@ -121,6 +145,8 @@ class Database:
                     open=False,
                     configure=self._configure,
                     timeout=self.timeout,
+                    # libpq waits at most this long per attempt (it counts whole seconds, >= 2)
+                    kwargs={"connect_timeout": max(2, math.ceil(self.connect_timeout))},
                     name=f"ctxpipe-{pid}",
                 )
                 pool.open(wait=False)
@@ -131,10 +157,7 @@ class Database:
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection in a transaction; commits on success, rolls back on error."""
         pool = self._get_pool()
-        try:
-            conn = pool.getconn()
-        except (PoolTimeout, psycopg.OperationalError) as exc:
-            raise connect_error(self.conninfo, exc) from exc
+        conn = self._getconn(pool)
         try:
             if conn.adapters.types.get("vector") is None:
                 _register_vector(conn)  # the extension may have been created after connect
@@ -142,6 +165,25 @@ class Database:
                 yield conn
         finally:
             pool.putconn(conn)
+
+    def _getconn(self, pool: ConnectionPool[Any]) -> psycopg.Connection[Any]:
+        """A connection. When none comes within `connect_timeout`, one direct attempt tells an
+        unreachable server (fail now, naming the cause) from a busy pool (wait up to
+        `timeout` in all)."""
+        # before the first connection a short wait: an unreachable server is named at once
+        first = min(self.connect_timeout, self.timeout, 1.0 if not self._connected else 1e9)
+        try:
+            try:
+                conn = pool.getconn(timeout=first)
+                self._connected = True
+                return conn
+            except PoolTimeout as exc:
+                _probe(self.conninfo, self.connect_timeout, exc)
+                return pool.getconn(timeout=max(self.timeout - first, 0.1))
+        except StorageError:
+            raise
+        except (PoolTimeout, psycopg.OperationalError) as exc:
+            raise connect_error(self.conninfo, exc) from exc
 
     def close(self) -> None:
         """Close the pool (only in the process that opened it)."""

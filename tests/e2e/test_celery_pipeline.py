@@ -228,3 +228,27 @@ def test_sweeper_redrives_a_commit_whose_workflow_was_lost(stack_settings, tmp_p
         row = wait_commit(stack_settings, "cel-lost", timeout=60)
     db.close()
     assert row["phase"] == "registered"
+
+
+def test_another_users_commit_into_a_session_fails_on_the_workers_writing_nothing(
+    stack_settings, tmp_path
+):
+    """Session ownership on the Celery path: the archive task refuses the intruder's commit,
+    the ledger says why, and the FS and the outbox stay as the owner left them."""
+    mine = write_session(tmp_path / "mine.json", session(commit_id="own-1"))
+    theirs = write_session(
+        tmp_path / "theirs.json", session(commit_id="intruder-1", user_id="mallory")
+    )
+    with workers(stack_settings, tmp_path, [("commit,extract,maintenance", 2)]):
+        assert commit_wait(stack_settings, mine)["status"] == "success"
+        before = snapshot(stack_settings.fs_root)
+        events = sorted(outbox_ids(stack_settings))
+        proc = ctxpipe(stack_settings, "commit", str(theirs), "--wait", "--json")
+    assert proc.returncode == 2, proc.stdout
+    assert "belongs to another user" in proc.stderr and "phase archive" in proc.stderr
+    assert len([ln for ln in proc.stderr.splitlines() if ln.strip()]) == 1, proc.stderr
+    row = ledger_row(stack_settings, "intruder-1")
+    assert row is not None and row["phase"] == "failed"
+    assert "belongs to another user" in row["error"]
+    assert snapshot(stack_settings.fs_root) == before
+    assert sorted(outbox_ids(stack_settings)) == events

@@ -194,6 +194,21 @@ def test_dev_up_status_flower_idempotent_down(stack_dir: Path, dev_env: dict[str
     assert "outbox events" in demo.stdout and "ctxpipe dev down" in demo.stdout
     assert (stack_dir / "var" / "fs").is_dir(), "FS root did not resolve against the cwd"
 
+    # ---------------------------------------------------------------- no credential logged
+    # every log of the stack (workers, beat, Flower, Redis, PostgreSQL) and every CLI output
+    # of this run, after a wrong and a right Flower login and a commit through the workers
+    secret = dev_env["CTXPIPE_FLOWER_PASSWORD"].encode()
+    logs = [
+        p
+        for p in dev_dir.rglob("*")
+        if p.is_file() and (p.suffix == ".log" or "log" in p.parent.name)
+    ]
+    assert len(logs) >= len(COMPONENTS) - 1, logs
+    leaked = [str(p) for p in logs if secret in p.read_bytes()]
+    assert not leaked, f"the Flower password is in {leaked}"
+    for proc in (up, demo):
+        assert secret.decode() not in proc.stdout + proc.stderr
+
     # ---------------------------------------------------------------- up again: no-op
     again = run_cli(dev_env, stack_dir, "dev", "up", "--json", "--timeout", "60")
     second = by_name(as_json(again, "dev up (again)"))

@@ -174,6 +174,29 @@ def test_commit_id_reused_by_another_tenant_is_refused(make_settings, clean_db):
     other = req.model_copy(update={"ctx": req.ctx.model_copy(update={"account_id": "evil"})})
     with pytest.raises(steps.CommitIdConflictError):
         steps.submit(ledger, other)
+    # another user or agent in the very same session: refused too, the ledger row untouched
+    row = ledger.get("shared-key")
+    for change in ({"user_id": "mallory"}, {"agent_id": "other"}):
+        theirs = req.model_copy(update={"ctx": req.ctx.model_copy(update=change)})
+        with pytest.raises(steps.CommitIdConflictError):
+            steps.submit(ledger, theirs)
+    assert ledger.get("shared-key") == row
+    rt.close()
+
+
+def test_submit_refuses_an_input_over_the_limits_before_recording_it(make_settings, clean_db):
+    from ctxpipe.core.config import LimitsConfig
+    from ctxpipe.core.session import InputLimitError
+
+    rt = Runtime(make_settings(redis=False))
+    ledger = CommitLedger(rt.db)
+    req = make_req("too-big")
+    with pytest.raises(InputLimitError, match="CTXPIPE_LIMITS__MAX_MESSAGES"):
+        steps.submit(ledger, req, LimitsConfig(max_messages=1))
+    with pytest.raises(InputLimitError, match="CTXPIPE_LIMITS__MAX_MESSAGE_CHARS"):
+        steps.submit(ledger, req, LimitsConfig(max_message_chars=5))
+    assert ledger.get("too-big") is None
+    assert steps.submit(ledger, req, LimitsConfig())
     rt.close()
 
 

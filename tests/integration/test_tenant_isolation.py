@@ -266,3 +266,60 @@ def test_a_blank_query_is_refused_not_answered_with_arbitrary_hits(
             service.find(blank, ALICE)
         with pytest.raises(ValueError, match="empty"):
             service.search(blank, ALICE)
+
+
+ALICE_SESSION = "alice-2026-03-16-airflow"
+# bob names alice's session as his own: the session id gives him nothing of hers
+BOB_IN_ALICES_SESSION = RequestContext(
+    account_id="acme", user_id="bob", agent_id="helper", session_id=ALICE_SESSION
+)
+
+
+def test_naming_another_users_session_id_reads_nothing_of_it(
+    service: ContextEngineService,
+) -> None:
+    bob = BOB_IN_ALICES_SESSION
+    archive = f"ctx://acme/sessions/{ALICE_SESSION}/archives/1"
+    assert service.read(archive, ALICE, level=0)  # alice herself may
+    for call in (
+        lambda: service.read(archive, bob, level=2),
+        lambda: service.stat(archive, bob),
+        lambda: service.ls(f"ctx://acme/sessions/{ALICE_SESSION}/", bob),
+        lambda: service.tree(f"ctx://acme/sessions/{ALICE_SESSION}/", bob),
+        lambda: service.relations(archive, bob),
+        lambda: service.find("Airflow", bob, 5, scopes=[archive]),
+    ):
+        with pytest.raises(OwnerAccessError):
+            call()
+    assert ALICE_SESSION not in {c.name for c in service.ls("ctx://acme/sessions/", bob)}
+    for res in (
+        service.find("Airflow DAG psycopg2 ModuleNotFoundError", bob, 20),
+        service.search("Airflow DAG psycopg2 ModuleNotFoundError", bob),
+    ):
+        for h in res.hits:
+            assert f"/sessions/{ALICE_SESSION}/" not in h.uri
+            assert not any(r.startswith(f"{ALICE_SESSION}:") for r in h.source_refs)
+    ctx_res = service.build_context("Airflow DAG psycopg2", bob, budget=3000, incremental=False)
+    assert not any(r.startswith(f"{ALICE_SESSION}:") for r in ctx_res.cited_refs)
+    uris = [i.uri for s in ctx_res.sections for i in s.items if i.uri]
+    assert not any(f"/sessions/{ALICE_SESSION}/" in u for u in uris), uris
+
+
+def test_a_commit_naming_another_users_session_is_refused_and_writes_nothing(
+    service: ContextEngineService,
+) -> None:
+    from ctxpipe.core.errors import CommitError
+
+    root = service.runtime.settings.fs_root
+    before = {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    req = service.build_request(
+        BOB_IN_ALICES_SESSION,
+        [{"id": f"b{i}", "role": "user", "content": f"My Quetzal note {i}."} for i in range(4)],
+        commit_id="bob-into-alice",
+    )
+    with pytest.raises(CommitError, match="belongs to another user"):
+        service.coordinator.commit_sync(req)
+    after = {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    after = {p: b for p, b in after.items() if ".locks" not in p.parts}
+    before = {p: b for p, b in before.items() if ".locks" not in p.parts}
+    assert after == before

@@ -16,6 +16,7 @@ from ctxpipe.core.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
+PASSWORDS = {"POSTGRES_PASSWORD": "pg-test-pw", "CTXPIPE_FLOWER_PASSWORD": "flower-test-pw"}
 
 
 def compose_binary() -> Path:
@@ -37,6 +38,7 @@ def compose_binary() -> Path:
 
 def compose(*args: str, file: Path = COMPOSE_FILE) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "DOCKER_"))}
+    env.update(PASSWORDS)  # compose requires them from the environment
     return subprocess.run(
         [str(compose_binary()), "-f", str(file), *args],
         cwd=file.parent,

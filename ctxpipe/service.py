@@ -18,6 +18,7 @@ from ctxpipe.core.errors import CommitError, CtxError
 from ctxpipe.core.models import CommitOptions, CommitResult, NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message, RequestContext, SessionInput, ToolUse
 from ctxpipe.retrieval import ContextRequest, ContextResult, FindResult, ReadPath, SearchResult
+from ctxpipe.retrieval.graph import GraphNeighbour
 from ctxpipe.runtime import Runtime
 
 
@@ -233,3 +234,7 @@ class ContextEngineService:
 
     def relations(self, uri: str, ctx: RequestContext) -> list[RelationEdge]:
         return self.read_path.relations_of(uri, ctx)
+
+    def graph(self, uri: str, ctx: RequestContext, depth: int = 1) -> list[GraphNeighbour]:
+        """Nodes within `depth` relation hops (both directions), scored 1/(1+distance)."""
+        return self.read_path.graph(uri, ctx, depth)

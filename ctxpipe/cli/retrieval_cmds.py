@@ -266,14 +266,42 @@ def relations_cmd(
     user: UserOpt,
     agent: AgentOpt = "default",
     session: SessionOpt = "cli",
+    depth: Annotated[
+        int | None,
+        typer.Option(
+            "--depth",
+            min=1,
+            max=5,
+            help="walk the relation graph (both directions) this many hops; scores 1/(1+d)",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The relations of a node (edges to data the request may not see are left out)."""
+    """The relations of a node (edges to data the request may not see are left out); with
+    --depth N, every node within N hops, nearest first."""
     svc = _service()
     try:
-        edges = svc.relations(uri, _ctx(account, user, agent, session))
+        ctx = _ctx(account, user, agent, session)
+        if depth is not None:
+            found = svc.graph(uri, ctx, depth)
+        else:
+            edges = svc.relations(uri, ctx)
     finally:
         _close(svc)
+    if depth is not None:
+        if as_json:
+            emit_json(found)
+            return
+        graph = Table(header_style="bold", pad_edge=False)
+        for col in ("hops", "score", "node", "via", "relation"):
+            graph.add_column(col, overflow="fold")
+        for n in found:
+            arrow = "→" if n.direction == "out" else "←"
+            graph.add_row(
+                str(n.distance), f"{n.score:.2f}", n.uri, n.via, f"{arrow} {n.relation_type}"
+            )
+        console.print(graph if found else "[dim]no related nodes[/]")
+        return
     if as_json:
         emit_json(edges)
         return

@@ -19,6 +19,7 @@ from ctxpipe.retrieval.config import RetrievalConfig
 from ctxpipe.retrieval.context_builder import ContextBuilder, ContextRequest, ContextResult
 from ctxpipe.retrieval.find import HybridFinder
 from ctxpipe.retrieval.find_sql import TTLCache
+from ctxpipe.retrieval.graph import GraphNeighbour, neighbours
 from ctxpipe.retrieval.incremental import PgSnapshotStore, SnapshotStore
 from ctxpipe.retrieval.intent import IntentAnalyzer
 from ctxpipe.retrieval.models import FindFilters, FindHit, FindResult, SearchResult
@@ -209,6 +210,10 @@ class ReadPath:
         u = check_readable(ctx, uri, self._session_is_users(ctx))
         spaces = owner_spaces(ctx, self.user_sessions(ctx))
         return [e for e in self.relations.get_edges(u, ctx) if visible(ctx, e.to_uri, spaces)]
+
+    def graph(self, uri: str, ctx: RequestContext, depth: int = 1) -> list[GraphNeighbour]:
+        """Nodes within `depth` relation hops of `uri` (see `retrieval.graph`)."""
+        return neighbours(self, uri, ctx, depth)
 
 
 def _sessions(filters: FindFilters) -> set[str]:

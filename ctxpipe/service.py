@@ -17,6 +17,7 @@ from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.errors import CommitError, CtxError
 from ctxpipe.core.models import CommitOptions, CommitResult, NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message, RequestContext, SessionInput, ToolUse
+from ctxpipe.fs.history import HistoryEntry
 from ctxpipe.retrieval import ContextRequest, ContextResult, FindResult, ReadPath, SearchResult
 from ctxpipe.retrieval.graph import GraphNeighbour
 from ctxpipe.runtime import Runtime
@@ -234,6 +235,10 @@ class ContextEngineService:
 
     def relations(self, uri: str, ctx: RequestContext) -> list[RelationEdge]:
         return self.read_path.relations_of(uri, ctx)
+
+    def history(self, uri: str, ctx: RequestContext) -> list[HistoryEntry]:
+        """Every recorded change of a node: version, action, commit, source messages, diff."""
+        return self.read_path.history(uri, ctx)
 
     def graph(self, uri: str, ctx: RequestContext, depth: int = 1) -> list[GraphNeighbour]:
         """Nodes within `depth` relation hops (both directions), scored 1/(1+distance)."""

@@ -10,6 +10,7 @@ from ctxpipe.core.models import ContextNode, WritePlan, WriteResult
 from ctxpipe.core.session import RequestContext
 from ctxpipe.core.uri import CtxURI
 from ctxpipe.fs import ContextFS
+from ctxpipe.fs.history import NodeChange
 
 MAX_APPLIED_COMMITS = 64
 APPEND_SEPARATOR = "\n\n---\n\n"
@@ -41,7 +42,15 @@ class ContextWriter:
                 updated=plan.action is not WriteAction.CREATE,
             )
         node = self._build(uri, plan, existing, commit_id)
-        stored = self._fs.write_node(node, expected_version=plan.expected_version, ctx=ctx)
+        change = NodeChange(
+            action=plan.action.value,
+            commit_id=commit_id,
+            source_refs=plan.source_refs,
+            reason=plan.reason,
+        )
+        stored = self._fs.write_node(
+            node, expected_version=plan.expected_version, ctx=ctx, change=change
+        )
         changed = existing is None or stored.version != existing.version
         return WriteResult(
             uri=str(uri.node),

@@ -44,6 +44,13 @@ from ctxpipe.fs.atomic import (
     fsync_dir,
     recover,
 )
+from ctxpipe.fs.history import (
+    HISTORY_FILE,
+    HistoryEntry,
+    NodeChange,
+    next_history,
+    read_history,
+)
 from ctxpipe.fs.locks import NodeLocks
 from ctxpipe.fs.node_io import (
     NodeMeta,
@@ -207,6 +214,7 @@ class ContextFS:
         ctx: RequestContext | None,
         build: Callable[[ContextNode | None, str], ContextNode],
         expected_version: int | None,
+        change: NodeChange | None = None,
     ) -> ContextNode:
         u = self.parse(uri, ctx)
         path = self._node_dir(u)
@@ -225,7 +233,7 @@ class ContextFS:
                     if attempt == 2:
                         raise
                     continue  # the directory was deleted while we waited: create it again
-                return self._mutate_locked(path, u, nid, build, expected_version)
+                return self._mutate_locked(path, u, nid, build, expected_version, change)
         raise AssertionError("unreachable")
 
     def _mutate_locked(
@@ -235,6 +243,7 @@ class ContextFS:
         nid: str,
         build: Callable[[ContextNode | None, str], ContextNode],
         expected_version: int | None,
+        change: NodeChange | None = None,
     ) -> ContextNode:
         recover(path)
         current = load_node(path, u)
@@ -259,6 +268,7 @@ class ContextFS:
             metadata=wanted.metadata,
         )
         files = encode_files(wanted, meta)
+        files[HISTORY_FILE] = next_history(path, nid, meta, current, wanted, change)
         new_dir = current is None
         commit_files(path, meta.version, files)
         if new_dir:
@@ -274,6 +284,7 @@ class ContextFS:
         node: ContextNode,
         expected_version: int | None = None,
         ctx: RequestContext | None = None,
+        change: NodeChange | None = None,
     ) -> ContextNode:
         """Store ``node`` at ``node.uri``; returns the stored node with its new version.
 
@@ -281,8 +292,17 @@ class ContextFS:
         be N (else `VersionConflictError`, nothing written). A write identical to the stored
         node (levels, category, context_type, source_refs, metadata) is a no-op returning the
         stored node — also when ``expected_version`` is stale, so redelivered writes succeed.
+        ``change``: why (action, commit, source messages), recorded in the node's history.
         """
-        return self._mutate(node.uri, ctx, lambda _cur, _nid: node, expected_version)
+        return self._mutate(node.uri, ctx, lambda _cur, _nid: node, expected_version, change)
+
+    def history(self, uri: UriLike, ctx: RequestContext | None = None) -> list[HistoryEntry]:
+        """Every recorded change of a node, oldest first (`NodeNotFoundError` if no node)."""
+        u = self.parse(uri, ctx)
+        path = self._node_dir(u)
+        if not self.is_node_dir(path):
+            raise NodeNotFoundError(node_uri(u))
+        return read_history(path)
 
     def write_level(
         self,

@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 from ctxpipe.core.models import NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message, RequestContext
 from ctxpipe.fs import ContextFS, FSRelationStore
+from ctxpipe.fs.history import HistoryEntry
 from ctxpipe.providers.base import LLM, Embedder
 from ctxpipe.retrieval.access import check_readable, owner_spaces, visible
 from ctxpipe.retrieval.config import RetrievalConfig
@@ -210,6 +211,17 @@ class ReadPath:
         u = check_readable(ctx, uri, self._session_is_users(ctx))
         spaces = owner_spaces(ctx, self.user_sessions(ctx))
         return [e for e in self.relations.get_edges(u, ctx) if visible(ctx, e.to_uri, spaces)]
+
+    def history(self, uri: str, ctx: RequestContext) -> list[HistoryEntry]:
+        """Every recorded change of a node `ctx` may read (source refs of sessions it may not
+        read are left out)."""
+        u = check_readable(ctx, uri, self._session_is_users(ctx))
+        spaces = owner_spaces(ctx, self.user_sessions(ctx))
+        sessions = {s.split("/", 1)[1] for s in spaces if s.startswith("sessions/")}
+        entries = self.fs.history(u, ctx)
+        for e in entries:
+            e.source_refs = [r for r in e.source_refs if _ref_visible(r, sessions)]
+        return entries
 
     def graph(self, uri: str, ctx: RequestContext, depth: int = 1) -> list[GraphNeighbour]:
         """Nodes within `depth` relation hops of `uri` (see `retrieval.graph`)."""

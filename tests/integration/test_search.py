@@ -249,3 +249,15 @@ def test_relation_graph_to_a_depth(service: ContextEngineService) -> None:
     bob = ["-a", "acme", "-u", "bob", "--agent", "helper"]
     res = CliRunner().invoke(app, ["relations", profile, *bob, "--depth", "2"], env=env)
     assert res.exit_code == 2 and "another owner" in res.output
+
+
+def test_history_through_the_service_respects_tenancy(service: ContextEngineService) -> None:
+    from ctxpipe.retrieval.access import OwnerAccessError
+
+    profile = "ctx://acme/users/alice/memories/profile"
+    entries = service.history(profile, ALICE)
+    assert entries and entries[0].action == "create"
+    assert [e.version for e in entries] == list(range(1, len(entries) + 1))
+    bob = RequestContext(account_id="acme", user_id="bob", agent_id="helper", session_id="x")
+    with pytest.raises(OwnerAccessError):
+        service.history(profile, bob)

@@ -20,6 +20,7 @@ from ctxpipe.core.session import Message, RequestContext, SessionInput, ToolUse
 from ctxpipe.fs.history import HistoryEntry
 from ctxpipe.retrieval import ContextRequest, ContextResult, FindResult, ReadPath, SearchResult
 from ctxpipe.retrieval.graph import GraphNeighbour
+from ctxpipe.retrieval.models import TagCount
 from ctxpipe.runtime import Runtime
 
 
@@ -174,8 +175,10 @@ class ContextEngineService:
         categories: list[str] | None = None,
         context_types: list[str] | None = None,
         min_score: float = 0.0,
+        tags: list[str] | None = None,
     ) -> FindResult:
-        """Hybrid find within what `ctx` may see, grouped by context type."""
+        """Hybrid find within what `ctx` may see, grouped by context type (`tags`: only
+        nodes that carry every one of them)."""
         return self.read_path.find(
             query,
             ctx,
@@ -184,7 +187,12 @@ class ContextEngineService:
             categories=categories,
             context_types=context_types,
             min_score=min_score,
+            tags=tags,
         )
+
+    def find_tags(self, ctx: RequestContext, prefix: str = "", limit: int = 50) -> list[TagCount]:
+        """Tags in use (what `ctx` may see) starting with `prefix`, most used first."""
+        return self.read_path.find_tags(ctx, prefix, limit)
 
     def search(
         self,

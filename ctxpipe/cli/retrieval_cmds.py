@@ -91,6 +91,10 @@ def find_cmd(
     category: CategoryOpt = None,
     ctype: TypeOpt = None,
     min_score: Annotated[float, typer.Option("--min-score", help="minimum cosine")] = 0.0,
+    tag: Annotated[
+        list[str] | None,
+        typer.Option("--tag", help="only nodes carrying this tag (repeatable: all of them)"),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Hybrid find (vector + full text, fused), grouped by context type."""
@@ -104,6 +108,7 @@ def find_cmd(
             categories=category,
             context_types=ctype,
             min_score=min_score,
+            tags=tag,
         )
     finally:
         _close(svc)
@@ -313,3 +318,32 @@ def relations_cmd(
     for e in edges:
         table.add_row(e.relation_type, e.to_uri, f"{e.weight:.2f}", e.reason)
     console.print(table if edges else "[dim]no relations[/]")
+
+
+@app.command("tags")
+@handle_errors
+def tags_cmd(
+    account: AccountOpt,
+    user: UserOpt,
+    prefix: Annotated[str, typer.Argument(help="only tags starting with this")] = "",
+    agent: AgentOpt = "default",
+    session: SessionOpt = "cli",
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """Tags in use in what the request may see (its user's and agent's memories), most used
+    first; `find --tag T` narrows a search to nodes carrying T."""
+    svc = _service()
+    try:
+        tags = svc.find_tags(_ctx(account, user, agent, session), prefix, limit)
+    finally:
+        _close(svc)
+    if as_json:
+        emit_json(tags)
+        return
+    table = Table(header_style="bold", pad_edge=False)
+    table.add_column("tag")
+    table.add_column("nodes", justify="right")
+    for t in tags:
+        table.add_row(t.tag, str(t.nodes))
+    console.print(table if tags else "[dim]no tags[/]")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxpipe.commit.policies.base import APPLIED_COMMITS_KEY
+from ctxpipe.commit.tagging import TAGS_KEY, OwnerTagVocabulary, choose_tags
 from ctxpipe.core.enums import ContextType, WriteAction
 from ctxpipe.core.models import ContextNode, WritePlan, WriteResult
 from ctxpipe.core.session import RequestContext
@@ -23,6 +24,14 @@ def owner_space_of(uri: CtxURI) -> str:
 class ContextWriter:
     def __init__(self, fs: ContextFS) -> None:
         self._fs = fs
+        self._vocabularies: dict[str, OwnerTagVocabulary] = {}
+
+    def _tags(self, uri: CtxURI, text: str, existing: list[str]) -> list[str]:
+        owner = CtxURI.parse(f"ctx://{uri.account}/{uri.scope}/{uri.segments[0]}/")
+        vocab = self._vocabularies.get(str(owner))
+        if vocab is None:
+            vocab = self._vocabularies[str(owner)] = OwnerTagVocabulary(self._fs, owner)
+        return choose_tags(text, vocab, existing)
 
     def apply_plan(self, ctx: RequestContext, plan: WritePlan, commit_id: str) -> WriteResult:
         """Write one plan. Raises VersionConflictError when the node moved since planning."""
@@ -75,6 +84,15 @@ class ContextWriter:
         applied = [c for c in metadata.get(APPLIED_COMMITS_KEY, []) if c != commit_id]
         metadata[APPLIED_COMMITS_KEY] = [*applied, commit_id][-MAX_APPLIED_COMMITS:]
         refs = list(dict.fromkeys([*(existing.source_refs if existing else []), *plan.source_refs]))
+        old_tags = [t for t in metadata.get(TAGS_KEY) or [] if isinstance(t, str)]
+        text = "\n".join(
+            (
+                str(metadata.get("routing_key", "")),
+                patch.get("abstract", ""),
+                patch.get("content", ""),
+            )
+        )
+        metadata[TAGS_KEY] = self._tags(uri, text, old_tags)
         return ContextNode(
             uri=str(uri.node),
             parent_uri=str(uri.parent.node),

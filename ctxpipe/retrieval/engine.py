@@ -23,7 +23,7 @@ from ctxpipe.retrieval.find_sql import TTLCache
 from ctxpipe.retrieval.graph import GraphNeighbour, neighbours
 from ctxpipe.retrieval.incremental import PgSnapshotStore, SnapshotStore
 from ctxpipe.retrieval.intent import IntentAnalyzer
-from ctxpipe.retrieval.models import FindFilters, FindHit, FindResult, SearchResult
+from ctxpipe.retrieval.models import FindFilters, FindHit, FindResult, SearchResult, TagCount
 from ctxpipe.retrieval.recall_stats import RecallStatsStore
 from ctxpipe.retrieval.search import SearchEngine
 from ctxpipe.retrieval.tokens import TokenCounter, counter_for_model
@@ -119,23 +119,51 @@ class ReadPath:
         categories: Sequence[str] | None = None,
         context_types: Sequence[str] | None = None,
         min_score: float = 0.0,
+        tags: Sequence[str] | None = None,
     ) -> FindFilters:
         """The filters of a request: its account, the owner spaces it may see, and the
-        caller's narrowing (URI prefixes, categories, context types)."""
+        caller's narrowing (URI prefixes, categories, context types, tags: nodes carrying
+        every one of them)."""
         prefixes = None
         if scopes:
             prefixes = []
             for s in scopes:
                 u = check_readable(ctx, s, self._session_is_users(ctx))
                 prefixes.append(str(u.as_dir()) if u.segments else str(u))
+        spaces = owner_spaces(ctx, self.user_sessions(ctx))
         return FindFilters(
             account_id=ctx.account_id,
-            owner_spaces=owner_spaces(ctx, self.user_sessions(ctx)),
+            owner_spaces=spaces,
+            uris=self._tagged(ctx, spaces, tags) if tags else None,
             uri_prefixes=prefixes,
             categories=list(categories) if categories else None,
             context_types=list(context_types) if context_types else None,
             min_score=min_score,
         )
+
+    def _tagged(self, ctx: RequestContext, spaces: list[str], tags: Sequence[str]) -> list[str]:
+        wanted = sorted({t.strip().lower() for t in tags if t.strip()})
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self.queries["tags_nodes"],
+                {"account": ctx.account_id, "spaces": spaces, "tags": Jsonb(wanted)},
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def find_tags(self, ctx: RequestContext, prefix: str = "", limit: int = 50) -> list[TagCount]:
+        """Tags used in what `ctx` may see that start with `prefix`, most used first."""
+        like = prefix.strip().lower().replace("\\", "").replace("%", "").replace("_", "\\_")
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self.queries["tags_by_prefix"],
+                {
+                    "account": ctx.account_id,
+                    "spaces": owner_spaces(ctx, self.user_sessions(ctx)),
+                    "prefix": like + "%",
+                    "limit": limit,
+                },
+            ).fetchall()
+        return [TagCount(tag=str(r[0]), nodes=int(r[1])) for r in rows]
 
     def _session_is_users(self, ctx: RequestContext) -> Any:
         cache: dict[str, set[str]] = {}

@@ -261,3 +261,39 @@ def test_history_through_the_service_respects_tenancy(service: ContextEngineServ
     bob = RequestContext(account_id="acme", user_id="bob", agent_id="helper", session_id="x")
     with pytest.raises(OwnerAccessError):
         service.history(profile, bob)
+
+
+def test_tags_lookup_and_find_filter(service: ContextEngineService) -> None:
+    from typer.testing import CliRunner
+
+    from ctxpipe.cli import app
+
+    tags = service.find_tags(ALICE)
+    assert tags and all(t.nodes >= 1 for t in tags)
+    assert [t.nodes for t in tags] == sorted((t.nodes for t in tags), reverse=True)
+    top = tags[0].tag
+    assert all(t.tag.startswith(top[:2]) for t in service.find_tags(ALICE, top[:2]))
+    tagged = service.find("what does Alice do?", ALICE, 20, tags=[top])
+    uris = {h.uri for hits in tagged.groups.values() for h in hits}
+    assert uris
+    for uri in uris:
+        assert top in service.runtime.fs.read_node(uri, include_content=False).metadata["tags"]
+    nothing = service.find("what does Alice do?", ALICE, 20, tags=["no-such-tag-anywhere"])
+    assert not nothing.groups
+    bob = RequestContext(account_id="acme", user_id="bob", agent_id="nobody", session_id="x")
+    assert service.find_tags(bob) == []  # tags of what bob may not see stay hidden
+
+    s = service.runtime.settings
+    env = {
+        "CTXPIPE_FS_ROOT": str(s.fs_root),
+        "CTXPIPE_DATABASE_URL": s.database_url,
+        "CTXPIPE_DB_SCHEMA": SCHEMA,
+        "CTXPIPE_REDIS_URL": s.redis_url,
+        "COLUMNS": "160",
+    }
+    who = ["-a", "acme", "-u", "alice", "--agent", "helper"]
+    res = CliRunner().invoke(app, ["tags", *who, "--json"], env=env)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)[0]["tag"] == top
+    res = CliRunner().invoke(app, ["find", "what does Alice do?", *who, "--tag", top], env=env)
+    assert res.exit_code == 0, res.output

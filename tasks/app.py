@@ -18,7 +18,7 @@ def make_app(settings: Settings | None = None) -> Celery:
         "ctxpipe",
         broker=settings.redis_url,
         backend=settings.redis_url,
-        include=["tasks.commit", "tasks.maintenance", "tasks.index"],
+        include=["tasks.commit", "tasks.maintenance", "tasks.index", "tasks.retention"],
     )
     transport = {"visibility_timeout": VISIBILITY_TIMEOUT_S}
     app.conf.update(

@@ -40,6 +40,7 @@ from ctxpipe.fs.atomic import (
     NODE_FILES,
     OVERVIEW_FILE,
     TOMBSTONE_PREFIX,
+    atomic_write_file,
     commit_files,
     fsync_dir,
     recover,
@@ -48,8 +49,10 @@ from ctxpipe.fs.history import (
     HISTORY_FILE,
     HistoryEntry,
     NodeChange,
+    closed_history,
     next_history,
     read_history,
+    tombstone_path,
 )
 from ctxpipe.fs.locks import NodeLocks
 from ctxpipe.fs.node_io import (
@@ -297,12 +300,28 @@ class ContextFS:
         return self._mutate(node.uri, ctx, lambda _cur, _nid: node, expected_version, change)
 
     def history(self, uri: UriLike, ctx: RequestContext | None = None) -> list[HistoryEntry]:
-        """Every recorded change of a node, oldest first (`NodeNotFoundError` if no node)."""
+        """Every recorded change of a node, oldest first; of a removed node, its tombstone
+        (`NodeNotFoundError` when there is neither)."""
         u = self.parse(uri, ctx)
         path = self._node_dir(u)
-        if not self.is_node_dir(path):
+        if not self.is_node_dir(path) and not tombstone_path(path).is_file():
             raise NodeNotFoundError(node_uri(u))
         return read_history(path)
+
+    def forget(self, uri: UriLike, change: NodeChange, ctx: RequestContext | None = None) -> None:
+        """Remove a node (not its children), keeping its history closed by `change` as a
+        tombstone beside it. The caller serialises writers (owner lock)."""
+        u = self.parse(uri, ctx)
+        path = self._node_dir(u)
+        with self._locks.hold(path, exclusive=True):
+            recover(path)
+            current = load_node(path, u)
+            if current is None:
+                raise NodeNotFoundError(node_uri(u))
+            grave = tombstone_path(path)
+            grave.parent.mkdir(exist_ok=True)
+            atomic_write_file(grave, closed_history(path, node_uri(u), current, change))
+        self.delete(u, recursive=False, ctx=ctx)
 
     def write_level(
         self,

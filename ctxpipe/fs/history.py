@@ -17,9 +17,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ctxpipe.core.errors import StorageError
-from ctxpipe.core.models import ContextNode
+from ctxpipe.core.models import ContextNode, utcnow
 
 HISTORY_FILE = ".history.jsonl"
+GRAVEYARD_DIR = ".forgotten"  # beside removed nodes: their closed histories (tombstones)
 LEVEL_NAMES = ("abstract", "overview", "content")  # L0, L1, L2
 MAX_DIFF_CHARS = 20_000  # per level and entry; longer diffs are cut and say so
 
@@ -127,13 +128,38 @@ def next_history(
     return append_line(existing, entry)
 
 
+def tombstone_path(node_dir: Path) -> Path:
+    return node_dir.parent / GRAVEYARD_DIR / f"{node_dir.name}{HISTORY_FILE}"
+
+
+def closed_history(node_dir: Path, uri: str, node: ContextNode, change: NodeChange) -> bytes:
+    """The node's history plus a last entry saying it was removed, and why."""
+    try:
+        existing: bytes | None = (node_dir / HISTORY_FILE).read_bytes()
+    except FileNotFoundError:
+        existing = None
+    entry = HistoryEntry(
+        version=node.version,
+        at=utcnow(),
+        action=change.action,
+        commit_id=change.commit_id,
+        reason=change.reason[:500],
+        content_hash="",
+        previous_hash=node.content_hash,
+    )
+    return append_line(existing, entry)
+
+
 def read_history(node_dir: Path) -> list[HistoryEntry]:
     """The entries of a node directory, oldest first (none for a node written before history
     was kept)."""
     try:
         raw = (node_dir / HISTORY_FILE).read_bytes()
     except (FileNotFoundError, NotADirectoryError):
-        return []
+        try:  # a removed node: its tombstone
+            raw = tombstone_path(node_dir).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return []
     out: list[HistoryEntry] = []
     for n, line in enumerate(raw.splitlines(), 1):
         if not line.strip():
@@ -149,7 +175,10 @@ __all__ = [
     "HISTORY_FILE",
     "HistoryEntry",
     "NodeChange",
+    "GRAVEYARD_DIR",
     "append_line",
+    "closed_history",
+    "tombstone_path",
     "level_diff",
     "make_entry",
     "next_history",

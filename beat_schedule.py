@@ -24,6 +24,11 @@ def build_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             "schedule": settings.sweep_interval_s,
             "options": {"queue": "embed", "expires": settings.sweep_interval_s},
         },
+        "forget-memories": {
+            "task": "ctxpipe.maintenance.forget",
+            "schedule": settings.retention_interval_s,
+            "options": {"queue": "maintenance", "expires": settings.retention_interval_s},
+        },
         "repair-index-replica": {
             "task": "ctxpipe.maintenance.repair",
             "schedule": settings.repair_interval_s,

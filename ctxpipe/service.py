@@ -17,7 +17,10 @@ from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.errors import CommitError, CtxError
 from ctxpipe.core.models import CommitOptions, CommitResult, NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message, RequestContext, SessionInput, ToolUse
+from ctxpipe.fs.history import HistoryEntry
 from ctxpipe.retrieval import ContextRequest, ContextResult, FindResult, ReadPath, SearchResult
+from ctxpipe.retrieval.graph import GraphNeighbour
+from ctxpipe.retrieval.models import TagCount
 from ctxpipe.runtime import Runtime
 
 
@@ -172,8 +175,10 @@ class ContextEngineService:
         categories: list[str] | None = None,
         context_types: list[str] | None = None,
         min_score: float = 0.0,
+        tags: list[str] | None = None,
     ) -> FindResult:
-        """Hybrid find within what `ctx` may see, grouped by context type."""
+        """Hybrid find within what `ctx` may see, grouped by context type (`tags`: only
+        nodes that carry every one of them)."""
         return self.read_path.find(
             query,
             ctx,
@@ -182,7 +187,12 @@ class ContextEngineService:
             categories=categories,
             context_types=context_types,
             min_score=min_score,
+            tags=tags,
         )
+
+    def find_tags(self, ctx: RequestContext, prefix: str = "", limit: int = 50) -> list[TagCount]:
+        """Tags in use (what `ctx` may see) starting with `prefix`, most used first."""
+        return self.read_path.find_tags(ctx, prefix, limit)
 
     def search(
         self,
@@ -233,3 +243,11 @@ class ContextEngineService:
 
     def relations(self, uri: str, ctx: RequestContext) -> list[RelationEdge]:
         return self.read_path.relations_of(uri, ctx)
+
+    def history(self, uri: str, ctx: RequestContext) -> list[HistoryEntry]:
+        """Every recorded change of a node: version, action, commit, source messages, diff."""
+        return self.read_path.history(uri, ctx)
+
+    def graph(self, uri: str, ctx: RequestContext, depth: int = 1) -> list[GraphNeighbour]:
+        """Nodes within `depth` relation hops (both directions), scored 1/(1+distance)."""
+        return self.read_path.graph(uri, ctx, depth)

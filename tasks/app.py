@@ -18,7 +18,7 @@ def make_app(settings: Settings | None = None) -> Celery:
         "ctxpipe",
         broker=settings.redis_url,
         backend=settings.redis_url,
-        include=["tasks.commit", "tasks.maintenance", "tasks.index"],
+        include=["tasks.commit", "tasks.maintenance", "tasks.index", "tasks.retention"],
     )
     # an unreachable broker fails a producer's submit within seconds, not after minutes
     connect_s = settings.broker_connect_timeout_s

@@ -15,6 +15,7 @@ _COMMAND_MODULES = (
     "demo_cmds",
     "index_cmds",
     "retrieval_cmds",
+    "maintenance_cmds",
 )
 
 for _name in _COMMAND_MODULES:

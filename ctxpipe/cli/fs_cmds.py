@@ -1,4 +1,4 @@
-"""FS commands: ls, cat, stat, tree (read-only views of the ContextFS)."""
+"""FS commands: ls, cat, stat, tree, history (read-only views of the ContextFS)."""
 
 from __future__ import annotations
 
@@ -125,3 +125,54 @@ def tree_cmd(
         branch = branches[-1][1].add(_label(c.name, c.is_dir, c.version, c.abstract))
         branches.append((c.depth, branch))
     console.print(root)
+
+
+@app.command("history")
+@handle_errors
+def history_cmd(
+    uri: UriArg,
+    diff: Annotated[bool, typer.Option("--diff", help="print what each change did")] = False,
+    version: Annotated[
+        int | None, typer.Option("--version", "-v", min=1, help="only this version")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Every change of a node: version, time, action, commit, source messages; --diff shows
+    the change itself as a unified diff per level."""
+    entries = _fs().history(uri)
+    if version is not None:
+        entries = [e for e in entries if e.version == version]
+        if not entries:
+            raise typer.BadParameter(f"{uri} has no recorded version {version}")
+    if as_json:
+        emit_json(entries)
+        return
+    if not entries:
+        console.print("[dim]no recorded history (the node was written before history was kept)[/]")
+        return
+    for e in entries:
+        head = Text(f"v{e.version}", style="bold green")
+        head.append(f"  {e.at:%Y-%m-%d %H:%M:%S}  {e.action}")
+        if e.commit_id:
+            head.append(f"  commit {e.commit_id}", style="cyan")
+        if e.source_refs:
+            head.append(f"  from {', '.join(e.source_refs[:8])}", style="dim")
+            if len(e.source_refs) > 8:
+                head.append(f" (+{len(e.source_refs) - 8})", style="dim")
+        console.print(head)
+        if e.reason:
+            console.print(Text(f"    {e.reason}", style="dim"))
+        if diff:
+            for level, text in e.diff.items():
+                styled = Text()
+                for line in text.splitlines():
+                    style = (
+                        "green"
+                        if line.startswith("+") and not line.startswith("+++")
+                        else "red"
+                        if line.startswith("-") and not line.startswith("---")
+                        else "dim"
+                    )
+                    styled.append(f"    {line}\n", style=style)
+                console.print(Text(f"  {level}:", style="bold"))
+                console.print(styled, end="")

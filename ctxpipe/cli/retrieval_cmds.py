@@ -91,6 +91,10 @@ def find_cmd(
     category: CategoryOpt = None,
     ctype: TypeOpt = None,
     min_score: Annotated[float, typer.Option("--min-score", help="minimum cosine")] = 0.0,
+    tag: Annotated[
+        list[str] | None,
+        typer.Option("--tag", help="only nodes carrying this tag (repeatable: all of them)"),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Hybrid find (vector + full text, fused), grouped by context type."""
@@ -104,6 +108,7 @@ def find_cmd(
             categories=category,
             context_types=ctype,
             min_score=min_score,
+            tags=tag,
         )
     finally:
         _close(svc)
@@ -266,14 +271,42 @@ def relations_cmd(
     user: UserOpt,
     agent: AgentOpt = "default",
     session: SessionOpt = "cli",
+    depth: Annotated[
+        int | None,
+        typer.Option(
+            "--depth",
+            min=1,
+            max=5,
+            help="walk the relation graph (both directions) this many hops; scores 1/(1+d)",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The relations of a node (edges to data the request may not see are left out)."""
+    """The relations of a node (edges to data the request may not see are left out); with
+    --depth N, every node within N hops, nearest first."""
     svc = _service()
     try:
-        edges = svc.relations(uri, _ctx(account, user, agent, session))
+        ctx = _ctx(account, user, agent, session)
+        if depth is not None:
+            found = svc.graph(uri, ctx, depth)
+        else:
+            edges = svc.relations(uri, ctx)
     finally:
         _close(svc)
+    if depth is not None:
+        if as_json:
+            emit_json(found)
+            return
+        graph = Table(header_style="bold", pad_edge=False)
+        for col in ("hops", "score", "node", "via", "relation"):
+            graph.add_column(col, overflow="fold")
+        for n in found:
+            arrow = "→" if n.direction == "out" else "←"
+            graph.add_row(
+                str(n.distance), f"{n.score:.2f}", n.uri, n.via, f"{arrow} {n.relation_type}"
+            )
+        console.print(graph if found else "[dim]no related nodes[/]")
+        return
     if as_json:
         emit_json(edges)
         return
@@ -285,3 +318,32 @@ def relations_cmd(
     for e in edges:
         table.add_row(e.relation_type, e.to_uri, f"{e.weight:.2f}", e.reason)
     console.print(table if edges else "[dim]no relations[/]")
+
+
+@app.command("tags")
+@handle_errors
+def tags_cmd(
+    account: AccountOpt,
+    user: UserOpt,
+    prefix: Annotated[str, typer.Argument(help="only tags starting with this")] = "",
+    agent: AgentOpt = "default",
+    session: SessionOpt = "cli",
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """Tags in use in what the request may see (its user's and agent's memories), most used
+    first; `find --tag T` narrows a search to nodes carrying T."""
+    svc = _service()
+    try:
+        tags = svc.find_tags(_ctx(account, user, agent, session), prefix, limit)
+    finally:
+        _close(svc)
+    if as_json:
+        emit_json(tags)
+        return
+    table = Table(header_style="bold", pad_edge=False)
+    table.add_column("tag")
+    table.add_column("nodes", justify="right")
+    for t in tags:
+        table.add_row(t.tag, str(t.nodes))
+    console.print(table if tags else "[dim]no tags[/]")

@@ -10,6 +10,7 @@ from ctxpipe.core.enums import ContextType
 from ctxpipe.core.models import ArchiveSummary, ContextNode, SessionArchive, SessionStats
 from ctxpipe.core.session import message_vars
 from ctxpipe.core.uri import CtxURI
+from ctxpipe.fs.history import NodeChange
 from ctxpipe.providers.base import LLMUsage
 
 
@@ -119,7 +120,11 @@ class ArchiveBuilder:
                 return previous
             uri = archives_dir(req).join(str(self._next_index(req)))
             archive = archive.model_copy(update={"archive_uri": str(uri.node), "persisted": True})
-            self._c.fs.write_node(self._archive_node(req, archive), expected_version=0)
+            self._c.fs.write_node(
+                self._archive_node(req, archive),
+                expected_version=0,
+                change=NodeChange(action="create", commit_id=req.commit_id, reason="archive"),
+            )
         return archive
 
     def _archive_node(self, req: CommitRequest, archive: SessionArchive) -> ContextNode:

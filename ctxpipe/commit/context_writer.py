@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from ctxpipe.commit.policies.base import APPLIED_COMMITS_KEY
+from ctxpipe.commit.tagging import TAGS_KEY, OwnerTagVocabulary, choose_tags
 from ctxpipe.core.enums import ContextType, WriteAction
 from ctxpipe.core.models import ContextNode, WritePlan, WriteResult
 from ctxpipe.core.session import RequestContext
 from ctxpipe.core.uri import CtxURI
 from ctxpipe.fs import ContextFS
+from ctxpipe.fs.history import NodeChange
 
 MAX_APPLIED_COMMITS = 64
 APPEND_SEPARATOR = "\n\n---\n\n"
@@ -22,6 +24,14 @@ def owner_space_of(uri: CtxURI) -> str:
 class ContextWriter:
     def __init__(self, fs: ContextFS) -> None:
         self._fs = fs
+        self._vocabularies: dict[str, OwnerTagVocabulary] = {}
+
+    def _tags(self, uri: CtxURI, text: str, existing: list[str]) -> list[str]:
+        owner = CtxURI.parse(f"ctx://{uri.account}/{uri.scope}/{uri.segments[0]}/")
+        vocab = self._vocabularies.get(str(owner))
+        if vocab is None:
+            vocab = self._vocabularies[str(owner)] = OwnerTagVocabulary(self._fs, owner)
+        return choose_tags(text, vocab, existing)
 
     def apply_plan(self, ctx: RequestContext, plan: WritePlan, commit_id: str) -> WriteResult:
         """Write one plan. Raises VersionConflictError when the node moved since planning."""
@@ -41,7 +51,15 @@ class ContextWriter:
                 updated=plan.action is not WriteAction.CREATE,
             )
         node = self._build(uri, plan, existing, commit_id)
-        stored = self._fs.write_node(node, expected_version=plan.expected_version, ctx=ctx)
+        change = NodeChange(
+            action=plan.action.value,
+            commit_id=commit_id,
+            source_refs=plan.source_refs,
+            reason=plan.reason,
+        )
+        stored = self._fs.write_node(
+            node, expected_version=plan.expected_version, ctx=ctx, change=change
+        )
         changed = existing is None or stored.version != existing.version
         return WriteResult(
             uri=str(uri.node),
@@ -66,6 +84,15 @@ class ContextWriter:
         applied = [c for c in metadata.get(APPLIED_COMMITS_KEY, []) if c != commit_id]
         metadata[APPLIED_COMMITS_KEY] = [*applied, commit_id][-MAX_APPLIED_COMMITS:]
         refs = list(dict.fromkeys([*(existing.source_refs if existing else []), *plan.source_refs]))
+        old_tags = [t for t in metadata.get(TAGS_KEY) or [] if isinstance(t, str)]
+        text = "\n".join(
+            (
+                str(metadata.get("routing_key", "")),
+                patch.get("abstract", ""),
+                patch.get("content", ""),
+            )
+        )
+        metadata[TAGS_KEY] = self._tags(uri, text, old_tags)
         return ContextNode(
             uri=str(uri.node),
             parent_uri=str(uri.parent.node),

@@ -57,6 +57,18 @@ class LimitsConfig(BaseModel):
     max_used_items: int = Field(1_000, ge=0)
 
 
+class ForgettingConfig(BaseModel):
+    """Seed 002 F9-F11. Every policy is off by default: nothing is forgotten."""
+
+    ttl_days: dict[str, float] = Field(default_factory=dict)  # category -> days untouched
+    capacity: dict[str, int] = Field(default_factory=dict)  # category -> nodes per owner
+    min_value: float | None = None  # forget memories whose value is below this
+    recall_weight: float = Field(0.3, ge=0.0)
+    score_weight: float = Field(0.5, ge=0.0)
+    recency_weight: float = Field(0.2, ge=0.0)
+    max_per_run: int = Field(1000, ge=1)
+
+
 class ChunkingConfig(BaseModel):
     chunk_tokens: int = Field(200, ge=16)
     chunk_overlap_tokens: int = Field(32, ge=0)
@@ -113,6 +125,7 @@ class Settings(BaseSettings):
     commit: CommitConfig = CommitConfig()
     chunking: ChunkingConfig = ChunkingConfig()
     limits: LimitsConfig = LimitsConfig()
+    forgetting: ForgettingConfig = ForgettingConfig()
 
     # outbox / index
     outbox_batch_size: int = Field(64, ge=1)

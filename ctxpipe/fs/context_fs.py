@@ -40,9 +40,19 @@ from ctxpipe.fs.atomic import (
     NODE_FILES,
     OVERVIEW_FILE,
     TOMBSTONE_PREFIX,
+    atomic_write_file,
     commit_files,
     fsync_dir,
     recover,
+)
+from ctxpipe.fs.history import (
+    HISTORY_FILE,
+    HistoryEntry,
+    NodeChange,
+    closed_history,
+    next_history,
+    read_history,
+    tombstone_path,
 )
 from ctxpipe.fs.locks import NodeLocks
 from ctxpipe.fs.node_io import (
@@ -207,6 +217,7 @@ class ContextFS:
         ctx: RequestContext | None,
         build: Callable[[ContextNode | None, str], ContextNode],
         expected_version: int | None,
+        change: NodeChange | None = None,
     ) -> ContextNode:
         u = self.parse(uri, ctx)
         path = self._node_dir(u)
@@ -225,7 +236,7 @@ class ContextFS:
                     if attempt == 2:
                         raise
                     continue  # the directory was deleted while we waited: create it again
-                return self._mutate_locked(path, u, nid, build, expected_version)
+                return self._mutate_locked(path, u, nid, build, expected_version, change)
         raise AssertionError("unreachable")
 
     def _mutate_locked(
@@ -235,6 +246,7 @@ class ContextFS:
         nid: str,
         build: Callable[[ContextNode | None, str], ContextNode],
         expected_version: int | None,
+        change: NodeChange | None = None,
     ) -> ContextNode:
         recover(path)
         current = load_node(path, u)
@@ -259,6 +271,7 @@ class ContextFS:
             metadata=wanted.metadata,
         )
         files = encode_files(wanted, meta)
+        files[HISTORY_FILE] = next_history(path, nid, meta, current, wanted, change)
         new_dir = current is None
         commit_files(path, meta.version, files)
         if new_dir:
@@ -274,6 +287,7 @@ class ContextFS:
         node: ContextNode,
         expected_version: int | None = None,
         ctx: RequestContext | None = None,
+        change: NodeChange | None = None,
     ) -> ContextNode:
         """Store ``node`` at ``node.uri``; returns the stored node with its new version.
 
@@ -281,8 +295,33 @@ class ContextFS:
         be N (else `VersionConflictError`, nothing written). A write identical to the stored
         node (levels, category, context_type, source_refs, metadata) is a no-op returning the
         stored node — also when ``expected_version`` is stale, so redelivered writes succeed.
+        ``change``: why (action, commit, source messages), recorded in the node's history.
         """
-        return self._mutate(node.uri, ctx, lambda _cur, _nid: node, expected_version)
+        return self._mutate(node.uri, ctx, lambda _cur, _nid: node, expected_version, change)
+
+    def history(self, uri: UriLike, ctx: RequestContext | None = None) -> list[HistoryEntry]:
+        """Every recorded change of a node, oldest first; of a removed node, its tombstone
+        (`NodeNotFoundError` when there is neither)."""
+        u = self.parse(uri, ctx)
+        path = self._node_dir(u)
+        if not self.is_node_dir(path) and not tombstone_path(path).is_file():
+            raise NodeNotFoundError(node_uri(u))
+        return read_history(path)
+
+    def forget(self, uri: UriLike, change: NodeChange, ctx: RequestContext | None = None) -> None:
+        """Remove a node (not its children), keeping its history closed by `change` as a
+        tombstone beside it. The caller serialises writers (owner lock)."""
+        u = self.parse(uri, ctx)
+        path = self._node_dir(u)
+        with self._locks.hold(path, exclusive=True):
+            recover(path)
+            current = load_node(path, u)
+            if current is None:
+                raise NodeNotFoundError(node_uri(u))
+            grave = tombstone_path(path)
+            grave.parent.mkdir(exist_ok=True)
+            atomic_write_file(grave, closed_history(path, node_uri(u), current, change))
+        self.delete(u, recursive=False, ctx=ctx)
 
     def write_level(
         self,

@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 from ctxpipe.core.models import NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message, RequestContext
 from ctxpipe.fs import ContextFS, FSRelationStore
+from ctxpipe.fs.history import HistoryEntry
 from ctxpipe.fs.session_owner import SessionOwners
 from ctxpipe.providers.base import LLM, Embedder
 from ctxpipe.retrieval.access import check_readable, owner_spaces, visible
@@ -20,9 +21,10 @@ from ctxpipe.retrieval.config import RetrievalConfig
 from ctxpipe.retrieval.context_builder import ContextBuilder, ContextRequest, ContextResult
 from ctxpipe.retrieval.find import HybridFinder
 from ctxpipe.retrieval.find_sql import TTLCache
+from ctxpipe.retrieval.graph import GraphNeighbour, neighbours
 from ctxpipe.retrieval.incremental import PgSnapshotStore, SnapshotStore
 from ctxpipe.retrieval.intent import IntentAnalyzer
-from ctxpipe.retrieval.models import FindFilters, FindHit, FindResult, SearchResult
+from ctxpipe.retrieval.models import FindFilters, FindHit, FindResult, SearchResult, TagCount
 from ctxpipe.retrieval.recall_stats import RecallStatsStore
 from ctxpipe.retrieval.search import SearchEngine
 from ctxpipe.retrieval.tokens import TokenCounter, counter_for_model
@@ -124,18 +126,22 @@ class ReadPath:
         categories: Sequence[str] | None = None,
         context_types: Sequence[str] | None = None,
         min_score: float = 0.0,
+        tags: Sequence[str] | None = None,
     ) -> FindFilters:
         """The filters of a request: its account, the owner spaces it may see, and the
-        caller's narrowing (URI prefixes, categories, context types)."""
+        caller's narrowing (URI prefixes, categories, context types, tags: nodes carrying
+        every one of them)."""
         prefixes = None
         if scopes:
             prefixes = []
             for s in scopes:
                 u = check_readable(ctx, s, self._session_is_users(ctx))
                 prefixes.append(str(u.as_dir()) if u.segments else str(u))
+        spaces = self.spaces(ctx)
         return FindFilters(
             account_id=ctx.account_id,
-            owner_spaces=self.spaces(ctx),
+            owner_spaces=spaces,
+            uris=self._tagged(ctx, spaces, tags) if tags else None,
             uri_prefixes=prefixes,
             categories=list(categories) if categories else None,
             context_types=list(context_types) if context_types else None,
@@ -146,6 +152,30 @@ class ReadPath:
         """Every owner space `ctx` may read (its own session only if no one else owns it)."""
         current = self.owners.may_read(ctx, ctx.session_id) is not False
         return owner_spaces(ctx, self.user_sessions(ctx), current=current)
+
+    def _tagged(self, ctx: RequestContext, spaces: list[str], tags: Sequence[str]) -> list[str]:
+        wanted = sorted({t.strip().lower() for t in tags if t.strip()})
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self.queries["tags_nodes"],
+                {"account": ctx.account_id, "spaces": spaces, "tags": Jsonb(wanted)},
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def find_tags(self, ctx: RequestContext, prefix: str = "", limit: int = 50) -> list[TagCount]:
+        """Tags used in what `ctx` may see that start with `prefix`, most used first."""
+        like = prefix.strip().lower().replace("\\", "").replace("%", "").replace("_", "\\_")
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self.queries["tags_by_prefix"],
+                {
+                    "account": ctx.account_id,
+                    "spaces": self.spaces(ctx),
+                    "prefix": like + "%",
+                    "limit": limit,
+                },
+            ).fetchall()
+        return [TagCount(tag=str(r[0]), nodes=int(r[1])) for r in rows]
 
     def _session_is_users(self, ctx: RequestContext) -> Any:
         """The session rule of `check_readable`: the FS owner decides; an unowned session is
@@ -228,6 +258,21 @@ class ReadPath:
         u = check_readable(ctx, uri, self._session_is_users(ctx))
         spaces = self.spaces(ctx)
         return [e for e in self.relations.get_edges(u, ctx) if visible(ctx, e.to_uri, spaces)]
+
+    def history(self, uri: str, ctx: RequestContext) -> list[HistoryEntry]:
+        """Every recorded change of a node `ctx` may read (source refs of sessions it may not
+        read are left out)."""
+        u = check_readable(ctx, uri, self._session_is_users(ctx))
+        spaces = self.spaces(ctx)
+        sessions = {s.split("/", 1)[1] for s in spaces if s.startswith("sessions/")}
+        entries = self.fs.history(u, ctx)
+        for e in entries:
+            e.source_refs = [r for r in e.source_refs if _ref_visible(r, sessions)]
+        return entries
+
+    def graph(self, uri: str, ctx: RequestContext, depth: int = 1) -> list[GraphNeighbour]:
+        """Nodes within `depth` relation hops of `uri` (see `retrieval.graph`)."""
+        return neighbours(self, uri, ctx, depth)
 
 
 def _sessions(filters: FindFilters) -> set[str]:

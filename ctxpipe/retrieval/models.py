@@ -13,6 +13,11 @@ _SPACE_RE = re.compile(r"^[a-z]+(/[A-Za-z0-9][A-Za-z0-9_.@-]{0,127})?$")
 CONTEXT_TYPES = ("memory", "session", "resource", "skill")
 
 
+class TagCount(BaseModel):
+    tag: str
+    nodes: int
+
+
 class FindFilters(BaseModel):
     """What a retrieval may see. `account_id` is always applied; everything else narrows it.
 

@@ -214,3 +214,86 @@ def test_cli_commands(service: ContextEngineService) -> None:
 
     res = runner.invoke(app, ["read", "ctx://acme/users/bob/memories/profile", *who], env=env)
     assert res.exit_code == 2 and "another owner" in res.output
+
+
+def test_relation_graph_to_a_depth(service: ContextEngineService) -> None:
+    from typer.testing import CliRunner
+
+    from ctxpipe.cli import app
+
+    profile = "ctx://acme/users/alice/memories/profile"
+    near = service.graph(profile, ALICE, depth=1)
+    archives = [n for n in near if "/archives/" in n.uri]
+    assert archives and all(n.distance == 1 and n.score == 0.5 for n in near)
+    assert all(n.direction == "out" and n.relation_type == "derived_from" for n in archives)
+    far = service.graph(profile, ALICE, depth=2)
+    second = [n for n in far if n.distance == 2]
+    # two hops: the other memories derived from the same archives (edges that point *at* them)
+    assert second and all(n.score == pytest.approx(1 / 3) for n in second)
+    assert any(n.direction == "in" and "/memories/" in n.uri for n in second)
+    assert all(n.uri.startswith(("ctx://acme/users/alice/", "ctx://acme/sessions/",
+                                 "ctx://acme/agents/helper/")) for n in far)  # fmt: skip
+    assert {n.uri for n in near} <= {n.uri for n in far}
+
+    s = service.runtime.settings
+    env = {
+        "CTXPIPE_FS_ROOT": str(s.fs_root),
+        "CTXPIPE_DATABASE_URL": s.database_url,
+        "CTXPIPE_DB_SCHEMA": SCHEMA,
+        "CTXPIPE_REDIS_URL": s.redis_url,
+    }
+    who = ["-a", "acme", "-u", "alice", "--agent", "helper"]
+    res = CliRunner().invoke(app, ["relations", profile, *who, "--depth", "2", "--json"], env=env)
+    assert res.exit_code == 0, res.output
+    assert {n["uri"] for n in json.loads(res.output)} == {n.uri for n in far}
+    bob = ["-a", "acme", "-u", "bob", "--agent", "helper"]
+    res = CliRunner().invoke(app, ["relations", profile, *bob, "--depth", "2"], env=env)
+    assert res.exit_code == 2 and "another owner" in res.output
+
+
+def test_history_through_the_service_respects_tenancy(service: ContextEngineService) -> None:
+    from ctxpipe.retrieval.access import OwnerAccessError
+
+    profile = "ctx://acme/users/alice/memories/profile"
+    entries = service.history(profile, ALICE)
+    assert entries and entries[0].action == "create"
+    assert [e.version for e in entries] == list(range(1, len(entries) + 1))
+    bob = RequestContext(account_id="acme", user_id="bob", agent_id="helper", session_id="x")
+    with pytest.raises(OwnerAccessError):
+        service.history(profile, bob)
+
+
+def test_tags_lookup_and_find_filter(service: ContextEngineService) -> None:
+    from typer.testing import CliRunner
+
+    from ctxpipe.cli import app
+
+    tags = service.find_tags(ALICE)
+    assert tags and all(t.nodes >= 1 for t in tags)
+    assert [t.nodes for t in tags] == sorted((t.nodes for t in tags), reverse=True)
+    top = tags[0].tag
+    assert all(t.tag.startswith(top[:2]) for t in service.find_tags(ALICE, top[:2]))
+    tagged = service.find("what does Alice do?", ALICE, 20, tags=[top])
+    uris = {h.uri for hits in tagged.groups.values() for h in hits}
+    assert uris
+    for uri in uris:
+        assert top in service.runtime.fs.read_node(uri, include_content=False).metadata["tags"]
+    nothing = service.find("what does Alice do?", ALICE, 20, tags=["no-such-tag-anywhere"])
+    assert not nothing.groups
+    bob = RequestContext(account_id="acme", user_id="bob", agent_id="nobody", session_id="x")
+    assert service.find_tags(bob) == []  # tags of what bob may not see stay hidden
+
+    s = service.runtime.settings
+    env = {
+        "CTXPIPE_FS_ROOT": str(s.fs_root),
+        "CTXPIPE_DATABASE_URL": s.database_url,
+        "CTXPIPE_DB_SCHEMA": SCHEMA,
+        "CTXPIPE_REDIS_URL": s.redis_url,
+        "COLUMNS": "160",
+    }
+    who = ["-a", "acme", "-u", "alice", "--agent", "helper"]
+    res = CliRunner().invoke(app, ["tags", *who, "--json"], env=env)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)[0]["tag"] == top
+    res = CliRunner().invoke(app, ["find", "what does Alice do?", *who, "--tag", top], env=env)
+    assert res.exit_code == 0, res.output

@@ -199,7 +199,7 @@ def test_half_rolled_forward_commit_is_finished(fs: ContextFS, make_node: NodeFa
     commit = d / ".commit-2"
     commit.mkdir()
     src = newer.resolve_path(URI)
-    for name in ("content.md", ".meta.json"):
+    for name in ("content.md", ".history.jsonl", ".meta.json"):
         (commit / name).write_bytes((src / name).read_bytes())
     for name in (".abstract.md", ".overview.md"):
         (d / name).write_bytes((src / name).read_bytes())

@@ -85,6 +85,7 @@ def test_write_creates_the_node_layout(
     # no leftovers of the commit protocol
     assert sorted(p.name for p in d.iterdir()) == [
         ".abstract.md",
+        ".history.jsonl",
         ".lock",
         ".meta.json",
         ".overview.md",
@@ -305,7 +306,8 @@ def test_stat_node(fs: ContextFS, make_node: NodeFactory) -> None:
     assert st.content_hash == stored.content_hash
     assert st.category == "profile"
     assert st.updated_at == stored.updated_at
-    assert st.size == sum(len(b) for b in node_files(fs, URI).values())
+    files = node_files(fs, URI)
+    assert st.size == sum(len(b) for name, b in files.items() if name != ".history.jsonl")
     missing = fs.stat_node("ctx://acme/users/u1/none")
     assert not missing.exists and missing.version == 0 and missing.size == 0
 

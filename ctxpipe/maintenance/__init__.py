@@ -1,0 +1,1 @@
+"""Maintenance jobs over the FS and the replica (forgetting)."""

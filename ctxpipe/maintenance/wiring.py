@@ -1,0 +1,44 @@
+"""Builds the maintenance jobs from a `Runtime` (the CLI and the beat tasks share this)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from ctxpipe.core.models import utcnow
+from ctxpipe.maintenance.forgetting import Forgetter, Recall
+
+if TYPE_CHECKING:
+    from ctxpipe.runtime import Runtime
+
+
+def make_forgetter(rt: Runtime, clock: Callable[[], datetime] = utcnow) -> Forgetter:
+    """A Forgetter on the runtime's FS, lock and outbox, valuing memories by the recall
+    statistics of the replica database (none when it is unreachable: recency alone)."""
+    recall = None
+    if rt.use_database:
+        from ctxpipe.retrieval.recall_stats import RecallStatsStore
+
+        store = RecallStatsStore(rt.db, rt.settings.db_schema)
+
+        def recall(account: str, uris: list[str]) -> dict[str, Recall]:
+            out: dict[str, Recall] = {}
+            for i in range(0, len(uris), 5000):
+                for uri, st in store.get(account, uris[i : i + 5000]).items():
+                    out[uri] = Recall(
+                        count=st.recall_count,
+                        avg_score=st.total_score / st.recall_count if st.recall_count else 0.0,
+                        last_at=st.last_recalled_at,
+                    )
+            return out
+
+    return Forgetter(
+        rt.fs,
+        rt.lock,
+        rt.settings.forgetting,
+        outbox=rt.outbox if rt.use_database else None,
+        recall=recall,
+        clock=clock,
+        lock_timeout_s=rt.settings.lock_timeout_s,
+    )

@@ -3,6 +3,8 @@ node under ``ctx://{account}/sessions/{session_id}/archives/{n}``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.config import ArchiveConfig
@@ -107,7 +109,12 @@ class ArchiveBuilder:
         )
         return archive
 
-    def persist(self, req: CommitRequest, archive: SessionArchive) -> SessionArchive:
+    def persist(
+        self,
+        req: CommitRequest,
+        archive: SessionArchive,
+        guard: Callable[[], None] | None = None,
+    ) -> SessionArchive:
         """Phase 4: write the archive node (the commit point), once per commit id.
 
         The archive index is allocated here, under the session lock, so two commits of one
@@ -115,6 +122,8 @@ class ArchiveBuilder:
         if archive.skipped_reason or not self._config.persist_archive or not archive.summary:
             return archive
         with self._c.lock.hold(session_lock_key(req), self._c.settings.lock_timeout_s):
+            if guard is not None:
+                guard()
             previous = self._existing_for_commit(req, archive)
             if previous is not None:
                 return previous

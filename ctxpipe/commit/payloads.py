@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from pydantic import BaseModel, Field
 
@@ -17,6 +18,7 @@ from ctxpipe.core.models import (
     ToolSkillCandidate,
     WritePlan,
     WriteResult,
+    utcnow,
 )
 from ctxpipe.core.session import Message, RequestContext, SessionInput, ToolUse
 from ctxpipe.providers.base import LLMUsage
@@ -37,6 +39,8 @@ class CommitRequest(BaseModel):
     used_contexts: list[str] = Field(default_factory=list)
     used_tools: list[ToolUse] = Field(default_factory=list)
     options: CommitOptions = CommitOptions()
+    # when the commit was accepted: a commit accepted before its user was erased writes nothing
+    submitted_at: datetime = Field(default_factory=utcnow)
 
     @classmethod
     def from_session(

@@ -41,6 +41,7 @@ from ctxpipe.core.models import (
 )
 from ctxpipe.core.uri import CtxURI
 from ctxpipe.extraction.extractors import EXTRACTORS
+from ctxpipe.fs.erasure_marks import ErasureMarks
 from ctxpipe.fs.session_owner import SessionOwners, may_read
 from ctxpipe.providers.base import LLMUsage
 
@@ -233,20 +234,29 @@ async def write_phase(
     writer = ContextWriter(c.fs)
     out = WriteOutcome()
     categories: list[tuple[WriteResult, str]] = []
+    marks = ErasureMarks(c.fs)
+
+    def not_erased() -> None:  # under each lock the eraser also takes
+        marks.check(req.ctx.account_id, req.ctx.user_id, req.submitted_at)
+
     try:  # the session's owner is recorded (or checked) before anything else is written
-        SessionOwners(c.fs).claim(req.ctx, c.lock, c.settings.lock_timeout_s)
+        SessionOwners(c.fs).claim(req.ctx, c.lock, c.settings.lock_timeout_s, guard=not_erased)
     except LockTimeoutError:
         raise
     except CtxError as exc:
         raise CommitError(str(exc), phase="write") from exc
     try:
-        archive = ArchiveBuilder(c).persist(req, archive)
+        archive = ArchiveBuilder(c).persist(req, archive, guard=not_erased)
     except Exception as exc:
         raise CommitError(f"archive could not be written: {exc}", phase="write") from exc
     out.archive = archive
     with ExitStack() as stack:
         for key in owner_lock_keys(req, plan.items):
             stack.enter_context(c.lock.hold(key, c.settings.lock_timeout_s))
+        try:
+            not_erased()
+        except CtxError as exc:
+            raise CommitError(str(exc), phase="write") from exc
 
         def apply(item: PlanItem) -> WriteResult | Exception:
             try:

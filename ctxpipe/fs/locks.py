@@ -17,7 +17,6 @@ import errno
 import fcntl
 import hashlib
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -199,11 +198,12 @@ class OwnerLock(Protocol):
     def hold(self, key: str, timeout: float | None = None) -> AbstractContextManager[None]: ...
 
 
-_KEY_SLUG_RE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
 class LocalOwnerLock:
-    """`OwnerLock` for one machine: threading lock + flock on ``{fs_root}/.locks/{key}.lock``."""
+    """`OwnerLock` for one machine: threading lock + flock on ``{fs_root}/.locks/{hash}.lock``
+    (the file is named by a hash of the key only: a lock file names no user, and it outlives
+    the user's erasure)."""
 
     def __init__(self, fs_root: Path | str, default_timeout: float = 30.0) -> None:
         self.lock_dir = Path(fs_root) / ".locks"
@@ -212,9 +212,8 @@ class LocalOwnerLock:
     def lock_path(self, key: str) -> Path:
         if not key:
             raise ValueError("owner lock key must not be empty")
-        slug = _KEY_SLUG_RE.sub("_", key).strip("_")[:80] or "key"
-        digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
-        return self.lock_dir / f"{slug}-{digest}.lock"
+        digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+        return self.lock_dir / f"{digest}.lock"
 
     @contextlib.contextmanager
     def hold(self, key: str, timeout: float | None = None) -> Iterator[None]:

@@ -13,6 +13,7 @@ neither is unowned — nothing of it exists yet.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from pydantic import BaseModel, ValidationError
 
@@ -108,10 +109,19 @@ class SessionOwners:
                 raise SessionOwnerError(ctx.account_id, ctx.session_id, ctx, "agent")
         return owner
 
-    def claim(self, ctx: RequestContext, lock: OwnerLock, timeout: float | None = None) -> None:
+    def claim(
+        self,
+        ctx: RequestContext,
+        lock: OwnerLock,
+        timeout: float | None = None,
+        guard: Callable[[], None] | None = None,
+    ) -> None:
         """Record `ctx` as the session's owner unless it is already recorded (atomic, under
-        the session lock); SessionOwnerError when someone else owns it."""
+        the session lock); SessionOwnerError when someone else owns it. `guard` runs first
+        under the lock (it raises to refuse, e.g. when the user was erased meanwhile)."""
         with lock.hold(session_lock_key(ctx.account_id, ctx.session_id), timeout):
+            if guard is not None:
+                guard()
             owner = self.check_commit(ctx)
             if owner is not None and owner.recorded:
                 return

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ctxpipe.core.models import utcnow
+from ctxpipe.maintenance.erasure import UserEraser
 from ctxpipe.maintenance.forgetting import Forgetter, Recall
 
 if TYPE_CHECKING:
@@ -42,3 +43,13 @@ def make_forgetter(rt: Runtime, clock: Callable[[], datetime] = utcnow) -> Forge
         clock=clock,
         lock_timeout_s=rt.settings.lock_timeout_s,
     )
+
+
+def make_eraser(rt: Runtime, clock: Callable[[], datetime] = utcnow) -> UserEraser:
+    """A UserEraser on the runtime's FS and lock, and its database when it is used."""
+    from ctxpipe.storage.erasure_store import PgErasureStore
+
+    replica = (
+        PgErasureStore(rt.db, rt.settings.db_schema, outbox=rt.outbox) if rt.use_database else None
+    )
+    return UserEraser(rt.fs, rt.lock, replica, clock, rt.settings.lock_timeout_s)

@@ -198,8 +198,6 @@ class OwnerLock(Protocol):
     def hold(self, key: str, timeout: float | None = None) -> AbstractContextManager[None]: ...
 
 
-
-
 class LocalOwnerLock:
     """`OwnerLock` for one machine: threading lock + flock on ``{fs_root}/.locks/{hash}.lock``
     (the file is named by a hash of the key only: a lock file names no user, and it outlives

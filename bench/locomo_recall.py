@@ -1,22 +1,28 @@
-"""LoCoMo retrieval quality: ctxpipe find / search / build_context against raw-turn baselines.
+"""LoCoMo retrieval quality: ctxpipe find / search / build_context against raw-turn baselines,
+with honest credit.
 
-    .venv/bin/python bench/locomo_recall.py PATH/TO/locomo_dev.json [--limit-conversations N]
+    .venv/bin/python bench/locomo_recall.py [PATH/TO/locomo_dev.json] [--limit-conversations N]
+                                            [--tuned 3] [--no-search] [--json OUT]
 
 Every session of every conversation is committed through the pipeline in process (rules LLM,
 dedup against the replica, the same code as Celery runs), the outbox is drained by the index
-worker after each commit, then for every question of categories 1-4:
+worker after each commit, then for every question of categories 1-4 (5, adversarial, has no
+answer) each system returns a ranked list of texts:
 
-- ctxpipe `find` (hybrid pgvector + full text) and `search` (intent + hierarchical), top 5/10;
-- baselines over the raw turns of the same conversation, in the same run: BM25 (rank-bm25),
-  dense MiniLM (cosine), and their reciprocal-rank-fusion hybrid;
-- `build_context` at a 1,000-token budget: does the assembled context cite the evidence?
+- ctxpipe `find` (hybrid pgvector + full text; 10 hits, more to fill the larger budgets) and
+  `search` (intent + hierarchical), and `build_context` at `--budget` tokens (one text);
+- baselines over the raw turns of the same conversation, each turn prefixed with its session
+  date and speaker: BM25 (rank-bm25), dense MiniLM (cosine), their reciprocal-rank-fusion hybrid
+  (the text arm fuses only turns with a non-zero BM25 score) and a best-sentence variant of the
+  hybrid (each turn cut to its sentence that best matches the question, at find's 40-token
+  sentence cap), so that tokens compare like for like.
 
-A returned item counts as a hit only through the message ids of the text it returns (an archive
-line cites its turn, a memory cites the turns it was derived from), and the tokens counted are
-the tokens of that returned text (the model's own tokenizer). Questions of category 5
-(adversarial, no answer) are left out. One account per conversation; speaker_a is the user,
-speaker_b the assistant (both named), the session date is every message's timestamp, a shared
-image is kept as its caption.
+Scoring (bench/_grounding.py, bench/_recall_scoring.py, tested in tests/unit/bench/):
+grounded recall any@5/any@10/all@10 — an item earns an evidence turn only if it cites it and its
+text carries that turn's content; answer_in_context@200/500/1000 — the gold answer is in the
+texts concatenated in rank order up to B tokens; the old id-only credit as `loose@10`; tokens
+and distinct turns cited per query; the kind of unit find's hits came from. Figures are printed
+for all conversations and separately for the held-out ones (after the first `--tuned`).
 """
 
 from __future__ import annotations
@@ -31,11 +37,15 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import _locomo
 import numpy as np
+from _grounding import TurnContent, best_sentence, contains_answer, grounded_turns
+from _recall_scoring import BUDGETS, GROUNDED, Item, Tally, score_items
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -57,39 +67,18 @@ from ctxpipe.storage.migrations import migrate  # noqa: E402
 from ctxpipe.storage.netutil import free_port  # noqa: E402
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-SYSTEMS = ("ctxpipe find", "ctxpipe search", "bm25", "dense", "hybrid (bm25+dense)")
-BASELINES = ("bm25", "dense", "hybrid (bm25+dense)")
+BEST_SENTENCE = "hybrid best-sentence"
+BASELINES = ("bm25", "dense", "hybrid (bm25+dense)", BEST_SENTENCE)
+SYSTEMS = ("ctxpipe find", "ctxpipe search", "build_context", *BASELINES)
+SENTENCE_CAP = 40  # tokens of a best-sentence baseline item: find's own sentence cap
+FIND_K_FOR_BUDGET = 40  # hits asked of find to fill the largest answer-in-context budget
+CONTEXT_BUDGET = [1000]  # set from --budget
 SCHEMA = "locomo_bench"
 FIND_MS: list[float] = []  # wall time of every ctxpipe find call
 _ID_RE = re.compile(r"D\d+:\d+")
 
 
 # ------------------------------------------------------------------ data
-def slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "x"
-
-
-def turn_text(turn: dict[str, Any]) -> str:
-    text = str(turn.get("text", "")).strip()
-    caption = turn.get("blip_caption")
-    if caption:
-        text = f"{text} (shared a photo: {caption})".strip()
-    return text
-
-
-def parse_date(text: str) -> datetime:
-    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
-
-
-def sessions_of(conv: dict[str, Any]) -> list[tuple[int, datetime, list[dict[str, Any]]]]:
-    out = []
-    for key, turns in conv.items():
-        m = re.fullmatch(r"session_(\d+)", key)
-        if m and isinstance(turns, list) and turns:
-            out.append((int(m.group(1)), parse_date(conv[f"{key}_date_time"]), turns))
-    return sorted(out)
-
-
 def evidence_ids(raw: Sequence[str]) -> set[str]:
     """Normalised evidence turn ids ('D:11:26' -> 'D11:26', 'D9:1 D4:4' -> two ids)."""
     out: set[str] = set()
@@ -101,51 +90,28 @@ def evidence_ids(raw: Sequence[str]) -> set[str]:
     return out
 
 
-# ------------------------------------------------------------------ metrics
-class Tally:
-    def __init__(self) -> None:
-        self.rows: dict[str, dict[int, list[dict[str, float]]]] = defaultdict(
-            lambda: defaultdict(list)
-        )
+@dataclass(frozen=True)
+class Turn:
+    id: str
+    speaker: str
+    date: datetime
+    text: str
 
-    def add(self, system: str, category: int, row: dict[str, float]) -> None:
-        self.rows[system][category].append(row)
-
-    def mean(self, system: str, key: str, category: int | None = None) -> float:
-        rows = (
-            [r for c in self.rows[system].values() for r in c]
-            if category is None
-            else self.rows[system][category]
-        )
-        return float(np.mean([r[key] for r in rows])) if rows else float("nan")
-
-    def count(self, system: str, category: int | None = None) -> int:
-        if category is None:
-            return sum(len(c) for c in self.rows[system].values())
-        return len(self.rows[system][category])
+    @property
+    def dated(self) -> str:
+        """What a baseline returns for a turn: its session date, speaker and text."""
+        return f"[{self.date:%-d %B %Y}] {self.speaker}: {self.text}"
 
 
-def score_ranked(ranked: Sequence[tuple[set[str], int]], evidence: set[str]) -> dict[str, float]:
-    """ranked: (cited turn ids, tokens) per returned item, best first."""
-
-    def cited(k: int) -> set[str]:
-        out: set[str] = set()
-        for ids, _ in ranked[:k]:
-            out |= ids
-        return out
-
-    c5, c10 = cited(5), cited(10)
-    return {
-        "any@5": float(bool(c5 & evidence)),
-        "any@10": float(bool(c10 & evidence)),
-        "all@10": float(evidence <= c10),
-        "tokens@5": float(sum(t for _, t in ranked[:5])),
-        "tokens@10": float(sum(t for _, t in ranked[:10])),
-    }
+def unit_kind(h: FindHit) -> str:
+    """The kind of unit a find/search hit came from."""
+    if "/sessions/" in h.uri:
+        return "archive turn" if h.level == 2 else "archive summary"
+    return "memory L0" if h.level == 0 else "memory line"
 
 
-def hit_ids(h: FindHit) -> set[str]:
-    return {m for m in h.message_ids}
+def hit_items(hits: Sequence[FindHit]) -> list[Item]:
+    return [Item(h.returned_text(), frozenset(h.message_ids), h.tokens, unit_kind(h)) for h in hits]
 
 
 # ------------------------------------------------------------------ baselines
@@ -154,16 +120,19 @@ def tokens_for_bm25(text: str) -> list[str]:
 
 
 class Baselines:
-    """BM25, dense and RRF hybrid over the raw turns of one conversation."""
+    """BM25, dense, their RRF hybrid and its best-sentence variant over the dated raw turns of
+    one conversation."""
 
-    def __init__(self, turns: list[tuple[str, str]], embed: Callable[[list[str]], Any]) -> None:
+    def __init__(
+        self, turns: list[Turn], embed: Callable[[list[str]], Any], count: Callable[[str], int]
+    ) -> None:
         from rank_bm25 import BM25Okapi
 
-        self.ids = [t[0] for t in turns]
-        self.texts = [t[1] for t in turns]
-        self.bm25 = BM25Okapi([tokens_for_bm25(t) for t in self.texts])
-        self.vectors = np.asarray(embed(self.texts), dtype=np.float32)
-        self.embed = embed
+        self.turns = turns
+        self.count = count
+        self.bm25 = BM25Okapi([tokens_for_bm25(t.dated) for t in turns])
+        self.vectors = np.asarray(embed([t.dated for t in turns]), dtype=np.float32)
+        self.tokens = [count(t.dated) for t in turns]
 
     def rankings(self, question: str, qvec: np.ndarray) -> dict[str, list[int]]:
         bm = self.bm25.get_scores(tokens_for_bm25(question))
@@ -171,45 +140,61 @@ class Baselines:
         dense = self.vectors @ qvec
         dense_rank = [int(i) for i in np.argsort(-dense, kind="stable")]
         fused: dict[int, float] = defaultdict(float)
-        for ranking in (bm_rank, dense_rank):
+        # only turns the text arm really matched take part in its side of the fusion
+        for ranking in ([i for i in bm_rank if bm[i] > 0], dense_rank):
             for r, i in enumerate(ranking):
                 fused[i] += 1.0 / (60 + r + 1)
         hybrid = sorted(fused, key=lambda i: (-fused[i], i))
         return {"bm25": bm_rank, "dense": dense_rank, "hybrid (bm25+dense)": hybrid}
 
+    def items(self, ranking: Sequence[int], limit: int) -> list[Item]:
+        out, used = [], 0
+        for i in ranking:
+            if len(out) >= 10 and used >= limit:
+                break
+            t = self.turns[i]
+            out.append(Item(t.dated, frozenset({t.id}), self.tokens[i], "turn"))
+            used += self.tokens[i]
+        return out
+
+    def best_sentence_items(self, ranking: Sequence[int], question: str, limit: int) -> list[Item]:
+        out, used = [], 0
+        for i in ranking:
+            if len(out) >= 10 and used >= limit:
+                break
+            t = self.turns[i]
+            text = f"[{t.date:%-d %B %Y}] {t.speaker}: " + best_sentence(
+                t.text, question, SENTENCE_CAP, self.count
+            )
+            n = self.count(text)
+            out.append(Item(text, frozenset({t.id}), n, "turn sentence"))
+            used += n
+        return out
+
 
 # ------------------------------------------------------------------ ingest
 def commit_conversation(
     coord: CommitCoordinator, worker: IndexWorker, sample: dict[str, Any]
-) -> tuple[RequestContext, list[str], list[tuple[str, str]]]:
+) -> tuple[RequestContext, list[str], list[Turn]]:
     conv = sample["conversation"]
-    a, b = conv["speaker_a"], conv["speaker_b"]
-    account = slug(f"locomo-{sample['sample_id']}")
-    user, agent = slug(a), slug(b)
+    turns = [
+        Turn(t["dia_id"], t["speaker"], date, _locomo.turn_text(t))
+        for _, date, items in _locomo.sessions_of(conv)
+        for t in items
+    ]
     session_ids: list[str] = []
-    turns: list[tuple[str, str]] = []
-    for n, date, items in sessions_of(conv):
-        sid = f"{slug(sample['sample_id'])}-s{n}"
-        session_ids.append(sid)
-        messages = []
-        for i, t in enumerate(items):
-            text = turn_text(t)
-            turns.append((t["dia_id"], f"{t['speaker']}: {text}"))
-            messages.append(
-                {
-                    "id": t["dia_id"],
-                    "role": "user" if t["speaker"] == a else "assistant",
-                    "name": t["speaker"],
-                    "content": text,
-                    "created_at": (date + timedelta(seconds=i)).isoformat(),
-                }
-            )
-        session = SessionInput(
-            account_id=account, user_id=user, agent_id=agent, session_id=sid, messages=messages
-        )
-        coord.commit_sync(CommitRequest.from_session(session, commit_id=f"locomo-{sid}"))
+    for raw in _locomo.session_inputs(sample):
+        session = SessionInput.model_validate(raw)
+        session_ids.append(session.session_id)
+        coord.commit_sync(CommitRequest.from_session(session, commit_id=raw["commit_id"]))
         worker.drain(max_seconds=600)
-    ctx = RequestContext(account_id=account, user_id=user, agent_id=agent, session_id="bench")
+    first = _locomo.session_inputs(sample)[0]
+    ctx = RequestContext(
+        account_id=first["account_id"],
+        user_id=first["user_id"],
+        agent_id=first["agent_id"],
+        session_id="bench",
+    )
     return ctx, session_ids, turns
 
 
@@ -218,92 +203,113 @@ def fmt(x: float) -> str:
     return "  -  " if math.isnan(x) else f"{x:5.3f}"
 
 
-def report(tally: Tally, ctx_tally: Tally, meta: dict[str, Any]) -> dict[str, Any]:
+COLUMNS = ("loose@10", *GROUNDED, *(f"aic@{b}" for b in BUDGETS), "tokens@10", "turns@10")
+
+
+def print_table(tally: Tally, convs: set[int] | None, title: str) -> dict[str, Any]:
     cats = sorted(CATEGORIES)
-    out: dict[str, Any] = {"meta": meta, "systems": {}, "build_context": {}}
-    print()
-    print(f"questions (categories 1-4): {tally.count('bm25')}  " + "  ".join(
-        f"{CATEGORIES[c]}={tally.count('bm25', c)}" for c in cats))  # fmt: skip
-    head = f"{'system':22} {'metric':8} " + " ".join(f"{CATEGORIES[c]:>11}" for c in cats)
-    print(head + f" {'all':>7} {'tok@10':>7}")
+    n = tally.count("bm25", conversations=convs)
+    print(f"\n== {title}: {n} questions (categories 1-4: " + ", ".join(
+        f"{CATEGORIES[c]}={tally.count('bm25', c, convs)}" for c in cats) + ")")  # fmt: skip
+    print(f"{'system':26}" + "".join(f"{c:>10}" for c in COLUMNS))
+    out: dict[str, Any] = {}
     for system in SYSTEMS:
-        out["systems"][system] = {}
-        for metric in ("any@5", "any@10", "all@10"):
-            vals = [tally.mean(system, metric, c) for c in cats]
-            overall = tally.mean(system, metric)
-            out["systems"][system][metric] = {"overall": overall} | {
-                CATEGORIES[c]: v for c, v in zip(cats, vals, strict=True)
+        if not tally.count(system, conversations=convs):
+            continue
+        row = {c: tally.mean(system, c, conversations=convs) for c in COLUMNS}
+        row["per_category"] = {
+            CATEGORIES[c]: {
+                k: tally.mean(system, k, c, convs) for k in ("any@10", "aic@500", "loose@10")
             }
-            tok = tally.mean(system, "tokens@10") if metric == "any@10" else float("nan")
-            print(
-                f"{system:22} {metric:8} "
-                + " ".join(f"{fmt(v):>11}" for v in vals)
-                + f" {fmt(overall):>7} "
-                + (f"{tok:7.1f}" if not math.isnan(tok) else "")
-            )
-        out["systems"][system]["tokens@10"] = tally.mean(system, "tokens@10")
-        out["systems"][system]["tokens@5"] = tally.mean(system, "tokens@5")
-    hybrid = out["systems"]["hybrid (bm25+dense)"]
-    find = out["systems"]["ctxpipe find"]
-    best_base = {
-        CATEGORIES[c]: max(out["systems"][b]["any@10"][CATEGORIES[c]] for b in BASELINES)
-        for c in cats
-    }
-    gain = find["any@10"]["overall"] - hybrid["any@10"]["overall"]
-    ratio = find["tokens@10"] / hybrid["tokens@10"] if hybrid["tokens@10"] else float("nan")
-    below = [c for c, v in best_base.items() if find["any@10"][c] < v]
-    print()
-    print(
-        f"ctxpipe find vs hybrid baseline: recall_any@10 {find['any@10']['overall']:.3f} vs "
-        f"{hybrid['any@10']['overall']:.3f} ({gain * 100:+.1f} points, goal >= +5.0); tokens@10 "
-        f"{find['tokens@10']:.1f} vs {hybrid['tokens@10']:.1f} (ratio {ratio:.2f}, goal <= 0.60)"
-    )
-    print(
-        "categories where find is below the best baseline (recall_any@10): "
-        + (", ".join(below) if below else "none")
-    )
-    out["goal"] = {"gain_points": gain * 100, "token_ratio": ratio, "below_best_baseline": below}
-    n = ctx_tally.count("build_context")
-    if n:
-        any_cited = ctx_tally.mean("build_context", "any")
-        all_cited = ctx_tally.mean("build_context", "all")
-        tokens = ctx_tally.mean("build_context", "tokens")
-        per_cat = {CATEGORIES[c]: ctx_tally.mean("build_context", "any", c) for c in cats}
-        print(
-            f"build_context @ {meta['budget']} tokens: evidence cited (any) {any_cited:.3f}, "
-            f"(all) {all_cited:.3f}; mean context {tokens:.0f} tokens; max "
-            f"{ctx_tally_max(ctx_tally):.0f}; per category "
-            + ", ".join(f"{k}={v:.3f}" for k, v in per_cat.items())
-        )
-        out["build_context"] = {
-            "budget": meta["budget"],
-            "any": any_cited,
-            "all": all_cited,
-            "mean_tokens": tokens,
-            "max_tokens": ctx_tally_max(ctx_tally),
-            "per_category": per_cat,
+            for c in cats
         }
+        out[system] = row
+        print(
+            f"{system:26}"
+            + "".join(
+                f"{row[c]:>10.1f}" if c.startswith(("tokens", "turns")) else f"{fmt(row[c]):>10}"
+                for c in COLUMNS
+            )
+        )
+    print(f"\n{'per category':26}" + "".join(f"{CATEGORIES[c]:>24}" for c in cats))
+    print(f"{'(grounded any@10 / aic@500)':26}")
+    for system, row in out.items():
+        cells = [
+            f"{fmt(row['per_category'][CATEGORIES[c]]['any@10'])} / "
+            f"{fmt(row['per_category'][CATEGORIES[c]]['aic@500'])}"
+            for c in cats
+        ]
+        print(f"{system:26}" + "".join(f"{x:>24}" for x in cells))
+    goals(out)
     return out
 
 
-def ctx_tally_max(t: Tally) -> float:
-    return max((r["tokens"] for c in t.rows["build_context"].values() for r in c), default=0.0)
+def goals(out: dict[str, Any]) -> None:
+    find = out.get("ctxpipe find")
+    if not find:
+        return
+    base = {b: out[b] for b in BASELINES if b in out}
+    best_any = max(r["any@10"] for r in base.values())
+    print(
+        f"goal find grounded any@10 >= best baseline + 0.05: {find['any@10']:.3f} vs "
+        f"{best_any:.3f} -> {'met' if find['any@10'] >= best_any + 0.05 else 'NOT met'}"
+    )
+    for cat in ("multi-hop", "open-domain", "single-hop"):
+        best = max(r["per_category"][cat]["aic@500"] for r in base.values())
+        mine = find["per_category"][cat]["aic@500"]
+        print(
+            f"goal find aic@500 {cat} >= best baseline + 0.05: {mine:.3f} vs {best:.3f} -> "
+            f"{'met' if mine >= best + 0.05 else 'NOT met'}"
+        )
+    below = [
+        cat
+        for cat in CATEGORIES.values()
+        if find["per_category"][cat]["any@10"]
+        < max(r["per_category"][cat]["any@10"] for r in base.values())
+    ]
+    print("categories where find's grounded any@10 is below the best baseline: " + (
+        ", ".join(below) if below else "none"))  # fmt: skip
+    if "ctxpipe search" in out:
+        s = out["ctxpipe search"]["any@10"]
+        print(
+            f"goal search >= find (grounded any@10): {s:.3f} vs {find['any@10']:.3f} -> "
+            f"{'met' if s >= find['any@10'] else 'NOT met'}"
+        )
+
+
+def report(tally: Tally, meta: dict[str, Any], held_out: set[int]) -> dict[str, Any]:
+    out: dict[str, Any] = {"meta": meta, "all": print_table(tally, None, "all conversations")}
+    if held_out:
+        out["held_out"] = print_table(
+            tally, held_out, f"held out (conversations {sorted(i + 1 for i in held_out)})"
+        )
+    for system in ("ctxpipe find", "ctxpipe search"):
+        shares = tally.kind_shares(system)
+        if shares:
+            print(f"{system} top-10 units: " + ", ".join(
+                f"{k} {v:.0%}" for k, v in shares.items()))  # fmt: skip
+    return out
 
 
 # ------------------------------------------------------------------ main
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("data", type=Path, help="path of locomo_dev.json (read in place)")
+    ap.add_argument("data", type=Path, nargs="?", default=None, help="locomo_dev.json")
     ap.add_argument("--limit-conversations", type=int, default=None, metavar="N")
+    ap.add_argument("--tuned", type=int, default=3, metavar="N",
+                    help="the first N conversations are the tuning set; the rest are reported "
+                         "separately as held out (default 3)")  # fmt: skip
     ap.add_argument("--database-url", default=None, help="use this server (else an embedded one)")
     ap.add_argument("--budget", type=int, default=1000, help="build_context budget (tokens)")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     ap.add_argument("--no-search", action="store_true", help="skip ctxpipe search (faster)")
     args = ap.parse_args(argv)
 
-    data = json.loads(args.data.read_text(encoding="utf-8"))
+    data = _locomo.load(args.data)
     if args.limit_conversations:
         data = data[: args.limit_conversations]
+    held_out = set(range(args.tuned, len(data)))
+    CONTEXT_BUDGET[0] = args.budget
     tmp = Path(tempfile.mkdtemp(prefix="ctxpipe-locomo-"))
     pg_dir = tmp / "pg"
     url = args.database_url
@@ -322,16 +328,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         coord = CommitCoordinator(rt.components())
         worker = IndexWorker.from_runtime(rt, "locomo-bench")
         read = ReadPath.from_runtime(rt)
-        counter = read.counter
-        embed = rt.embedder.encode
-        tally, ctx_tally = Tally(), Tally()
+        tally = Tally()
         t_ingest = t_query = 0.0
-        for sample in data:
+        for index, sample in enumerate(data):
             t0 = time.perf_counter()
             ctx, sessions, turns = commit_conversation(coord, worker, sample)
             t_ingest += time.perf_counter() - t0
             t1 = time.perf_counter()
-            evaluate(sample, ctx, sessions, turns, read, embed, counter, tally, ctx_tally, args)
+            evaluate(sample, index, ctx, sessions, turns, read, rt.embedder.encode, tally, args)
             t_query += time.perf_counter() - t1
             print(
                 f"{sample['sample_id']}: {len(sessions)} sessions, {len(turns)} turns "
@@ -340,6 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         meta = {
             "conversations": len(data),
+            "held_out": sorted(i + 1 for i in held_out),
             "budget": args.budget,
             "ingest_s": round(t_ingest, 1),
             "query_s": round(t_query, 1),
@@ -347,10 +352,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "find_p95_ms": round(float(np.percentile(FIND_MS, 95)), 1) if FIND_MS else None,
             "total_s": round(time.perf_counter() - started, 1),
         }
-        out = report(tally, ctx_tally, meta)
+        out = report(tally, meta, held_out)
         print(
-            f"\nctxpipe find latency (question embedding included, line vectors computed on "
-            f"first sight): p50 {meta['find_p50_ms']} ms, p95 {meta['find_p95_ms']} ms"
+            f"\nctxpipe find latency (question embedding included): "
+            f"p50 {meta['find_p50_ms']} ms, p95 {meta['find_p95_ms']} ms"
         )
         print(f"ingest {t_ingest:.0f}s, queries {t_query:.0f}s, total {meta['total_s']:.0f}s")
         if args.json:
@@ -372,60 +377,76 @@ def _reset_schema(url: str) -> None:
 
 def evaluate(
     sample: dict[str, Any],
+    index: int,
     ctx: RequestContext,
     sessions: list[str],
-    turns: list[tuple[str, str]],
+    turns: list[Turn],
     read: ReadPath,
     embed: Callable[[list[str]], Any],
-    counter: Any,
     tally: Tally,
-    ctx_tally: Tally,
     args: argparse.Namespace,
 ) -> None:
-    base = Baselines(turns, embed)
-    turn_tokens = [counter.count(t) for t in base.texts]
+    count = read.counter.count
+    base = Baselines(turns, embed, count)
+    contents = {t.id: TurnContent.of(t.text) for t in turns}
     filters = FindFilters(account_id=ctx.account_id, owner_spaces=owner_spaces(ctx, sessions))
-    known = set(base.ids)
+    limit = max(BUDGETS)
     for qa in sample["qa"]:
         cat = int(qa.get("category", 0))
         if cat not in CATEGORIES:
             continue
-        evidence = evidence_ids(qa.get("evidence", [])) & known
+        evidence = evidence_ids(qa.get("evidence", [])) & contents.keys()
         if not evidence:
             continue
-        question = str(qa["question"])
+        question, answer = str(qa["question"]), qa.get("answer", "")
+
+        answers: dict[str, list[Item]] = {}
         qvec = np.asarray(embed([question])[0], dtype=np.float32)
-        for system, ranking in base.rankings(question, qvec).items():
-            ranked = [({base.ids[i]}, turn_tokens[i]) for i in ranking[:10]]
-            tally.add(system, cat, score_ranked(ranked, evidence))
+        rankings = base.rankings(question, qvec)
+        for system, ranking in rankings.items():
+            answers[system] = base.items(ranking, limit)
+        hybrid = rankings["hybrid (bm25+dense)"]
+        answers[BEST_SENTENCE] = base.best_sentence_items(hybrid, question, limit)
         t0 = time.perf_counter()
         found = read.finder.find(question, filters, 10)  # embeds the question itself
         FIND_MS.append((time.perf_counter() - t0) * 1000)
-        tally.add(
-            "ctxpipe find",
-            cat,
-            score_ranked([(hit_ids(h), h.tokens) for h in found.hits], evidence),
-        )
+        items = hit_items(found.hits)
+        if sum(it.tokens for it in items) < limit:  # more hits for the larger budgets
+            more = hit_items(read.finder.find(question, filters, FIND_K_FOR_BUDGET).hits)
+            items += [it for it in more if it not in items]
+        answers["ctxpipe find"] = items
         if not args.no_search:
             res = read.searcher.search(question, filters, ctx=ctx, agent_id=ctx.agent_id)
-            tally.add(
-                "ctxpipe search",
-                cat,
-                score_ranked([(hit_ids(h), h.tokens) for h in res.hits], evidence),
-            )
+            answers["ctxpipe search"] = hit_items(res.hits)
         built = read.builder.build(
             ContextRequest(query=question, budget=args.budget, incremental=False), ctx, filters
         )
-        cited = {r.split(":", 1)[1] if ":" in r else r for r in built.cited_refs}
-        ctx_tally.add(
-            "build_context",
-            cat,
-            {
-                "any": float(bool(cited & evidence)),
-                "all": float(evidence <= cited),
-                "tokens": float(built.total_tokens),
-            },
-        )
+        cited = frozenset(r.split(":", 1)[1] if ":" in r else r for r in built.cited_refs)
+        row = context_row(built, cited, evidence, contents, answer)
+        tally.add("build_context", cat, index, row)
+        for system, items in answers.items():
+            row = score_items(items, evidence, contents, answer, count)
+            tally.add(system, cat, index, row, items)
+
+
+def context_row(
+    built: Any,
+    cited: frozenset[str],
+    evidence: set[str],
+    turns: dict[str, TurnContent],
+    answer: object,
+) -> dict[str, float]:
+    """build_context judged as one text at its own budget: grounded evidence and the answer."""
+    grounded = grounded_turns(built.text, cited, turns) & evidence
+    row = {
+        "loose@10": float(bool(cited & evidence)),
+        "any@10": float(bool(grounded)),
+        "all@10": float(evidence <= grounded),
+        "tokens@10": float(built.total_tokens),
+        "turns@10": float(len(cited)),
+    }
+    row[f"aic@{CONTEXT_BUDGET[0]}"] = float(contains_answer(built.text, answer))
+    return row
 
 
 if __name__ == "__main__":

@@ -5,6 +5,9 @@ the same name also appears mid-sentence / is multi-word / carries a cue). A cand
 memory when the USER mentions it and it is salient: typed by a cue ("my sister Hannah",
 "project Falcon", "at Northwind", "in Porto", "X Inc"), multi-word, or mentioned in ≥ 2
 messages. The sentences that mention it become its content, with their message ids.
+
+Not facts: a name used to address someone ("Hey Mel!", "Thanks, Melanie!" — `is_address`), and
+an entity the user only asks about: it needs at least one statement of the user.
 """
 
 from __future__ import annotations
@@ -85,6 +88,20 @@ PLACE_NAME_HEAD = re.compile(
     r"\b(?:Museum|Park|Airport|Station|Street|Square|Bridge|Beach|Lake|Mountains?|Islands?|"
     r"Castle|Cathedral|Gallery|Zoo|Stadium|Hall|Centre|Center|Market)$"
 )
+# A name used to address someone — "Hey Mel!", "Thanks, Melanie!", "Wow, Mel, that's great",
+# "Glad you agree, Caroline.", "Melanie, look!" — is a form of address, not a statement about
+# them: it stands between a sentence start, a comma or one opening word and a punctuation mark,
+# and is not an item of a list ("Paris, London, and Rome").
+_ADDRESS_AFTER = re.compile(r"^\s*(?:[,!?.;:]|$)")
+_ADDRESS_BEFORE = re.compile(r"[,;:!?.]\s*$")
+_OPENING_WORD = re.compile(r"^\W*(?P<w>[A-Za-z]+)[\s,]*$")
+_LIST_AFTER = re.compile(r"^\s*,\s*(?:and\b|or\b|(?!I\b|I['’])[A-Z])")
+# words that take the person spoken to right after them ("thanks Mel", "hi Ann")
+_ADDRESS_WORDS = re.compile(
+    r"\b(?:hey|hi|hello|thanks|thank you|bye|goodbye|dear|congrats|congratulations)\s*,?\s*$",
+    re.I,
+)
+_LIST_BEFORE = re.compile(r"\w\s+[A-Z][\w'’-]*\s*,\s*$|\b(?:and|or)\s*$")
 _NAME_TOKEN = re.compile(r"[A-Z][\w&'’-]*(?:\.[A-Za-z]+)*|[A-Z]{2,}\d*")
 _CONNECTOR = re.compile(r"^\s+(?:of|de|da|del|von|van|&)\s+$|^\s+$")
 
@@ -148,6 +165,25 @@ def _is_sentence_start(sentence: str, start: int) -> bool:
     return not re.search(r"[A-Za-z0-9]", sentence[:start])
 
 
+def is_address(sentence: str, start: int, end: int) -> bool:
+    """Whether the name at sentence[start:end] addresses someone instead of naming a topic."""
+    # only the nearby words matter (and a bounded window keeps this linear in the text)
+    head = start <= 80  # the sentence start lies inside the window
+    before, after = sentence[max(0, start - 80) : start], sentence[end : end + 80]
+    if not _ADDRESS_AFTER.match(after) or _LIST_AFTER.match(after) or _LIST_BEFORE.search(before):
+        return False
+    if _ADDRESS_BEFORE.search(before) or _ADDRESS_WORDS.search(before):
+        return True
+    if head and not before.strip():
+        return True
+    opening = _OPENING_WORD.match(before) if head else None  # "Hey Mel!", not "Visited Porto!"
+    return bool(opening) and not opening.group("w").lower().endswith(("ed", "ing"))
+
+
+def _is_question(sentence: str) -> bool:
+    return sentence.rstrip(" \"'’”)").endswith("?")
+
+
 def _self_names(messages: list[Msg]) -> set[str]:
     out: set[str] = set()
     for m in messages:
@@ -207,7 +243,7 @@ def collect(messages: list[Msg]) -> dict[str, Entity]:
             and not PERSON_AFTER.match(after)
         ):
             continue
-        if name in selves:
+        if name in selves or is_address(s, st, en):
             continue
         ent = entities.setdefault(name, Entity(name))
         ent.mentions.append(Mention(name, msg, s, st, en))
@@ -280,8 +316,9 @@ def _sentence_line(m: Mention, session_time: Any) -> tuple[str, str]:
 def extract_entities(messages: list[Msg], session_time: Any) -> list[dict[str, Any]]:
     memories: list[dict[str, Any]] = []
     for ent in collect(messages).values():
-        user_msgs = {m.msg.id for m in ent.mentions if m.msg.is_user}
-        if not user_msgs:
+        # an entity needs a statement of the user about it, not only a question
+        stated = [m for m in ent.mentions if m.msg.is_user and not _is_question(m.sentence)]
+        if not stated:
             continue
         n_msgs = len({m.msg.id for m in ent.mentions})
         if not (ent.cue or n_msgs >= 2 or " " in ent.name):

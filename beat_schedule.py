@@ -14,6 +14,11 @@ def build_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             "schedule": settings.sweep_interval_s,
             "options": {"queue": "maintenance", "expires": settings.sweep_interval_s},
         },
+        "reap-dead-workers": {
+            "task": "ctxpipe.maintenance.reap",
+            "schedule": settings.reap_interval_s,
+            "options": {"queue": "maintenance", "expires": settings.reap_interval_s},
+        },
         "drain-outbox": {
             "task": "ctxpipe.index.drain",
             "schedule": settings.outbox_drain_interval_s,

@@ -18,7 +18,14 @@ def make_app(settings: Settings | None = None) -> Celery:
         "ctxpipe",
         broker=settings.redis_url,
         backend=settings.redis_url,
-        include=["tasks.commit", "tasks.maintenance", "tasks.index", "tasks.retention"],
+        include=[
+            "tasks.commit",
+            "tasks.maintenance",
+            "tasks.index",
+            "tasks.retention",
+            "tasks.recovery",
+            "tasks.warmup",
+        ],
     )
     # an unreachable broker fails a producer's submit within seconds, not after minutes
     connect_s = settings.broker_connect_timeout_s

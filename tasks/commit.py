@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import redis
 from celery import Task, chain, chord, group
 from celery.canvas import Signature
 
@@ -42,7 +43,10 @@ class CommitTask(Task):
         """Count this delivery; record retries/redeliveries in the ledger; stop a task whose
         every delivery killed its worker instead of looping on it forever."""
         phase = self.name.rsplit(".", 1)[-1]
-        n = context.count_delivery(self.settings, self.request.id, self.request.retries)
+        try:
+            n = context.count_delivery(self.settings, self.request.id, self.request.retries)
+        except (redis.RedisError, OSError) as exc:  # a broker hiccup: retry, don't fail
+            raise steps.TransientStepError(phase, exc) from exc
         if n > 1 or self.request.retries:
             self.ledger().bump_attempt(commit_id, phase)
         if n > context.MAX_DELIVERIES:

@@ -20,6 +20,7 @@ PLAN = "ctxpipe.commit.plan"
 WRITE = "ctxpipe.commit.write"
 REGISTER = "ctxpipe.commit.register"
 SWEEP = "ctxpipe.maintenance.sweep_stuck_commits"
+REAP = "ctxpipe.maintenance.reap"
 
 TASK_QUEUES = tuple(Queue(name, routing_key=name) for name in QUEUES)
 

@@ -13,7 +13,6 @@ from rich.text import Text
 from ctxpipe.cli.app import app, console, emit_json, handle_errors, settings
 from ctxpipe.core.config import Settings
 from ctxpipe.devstack import DevStack, StackStatus
-from ctxpipe.devstack.celery_procs import WorkerProbe
 
 dev_app = typer.Typer(
     help="Local development stack: PostgreSQL + pgvector, Redis, Celery workers, beat, Flower.",
@@ -24,16 +23,8 @@ app.add_typer(dev_app, name="dev")
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
-def celery_probe(redis_url: str) -> WorkerProbe:
-    """Ping workers through the broker (the CLI is the composition root: `tasks` is imported
-    lazily, `ctxpipe` itself never imports Celery)."""
-    from tasks.control import worker_probe
-
-    return worker_probe(redis_url)
-
-
 def make_stack(cfg: Settings, concurrency: int = 2) -> DevStack:
-    return DevStack(cfg, concurrency=concurrency, probe=celery_probe(cfg.redis_url))
+    return DevStack(cfg, concurrency=concurrency)
 
 
 def render(status: StackStatus, *, show_action: bool) -> Table:
@@ -53,7 +44,8 @@ def render(status: StackStatus, *, show_action: bool) -> Table:
         if c.alive and not c.managed:
             state = Text("external", style="cyan")
         where = c.endpoint if c.kind == "worker" else f":{c.port}" if c.port else ""
-        table.add_row(c.name, state, str(c.pid or "-"), where, c.detail)
+        detail = c.detail + (f" (restarted {c.restarts}×)" if c.restarts else "")
+        table.add_row(c.name, state, str(c.pid or "-"), where, detail)
     return table
 
 
@@ -142,6 +134,18 @@ def status_cmd(as_json: JsonOpt = False) -> None:
     console.print(f"{status.running}/{len(status.components)} running", highlight=False)
     if status.running:
         print_hints(cfg, status)
+
+
+@dev_app.command("supervise", hidden=True)
+@handle_errors
+def supervise_cmd(
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 2,
+    interval: Annotated[float, typer.Option("--interval", min=0.1)] = 1.0,
+) -> None:
+    """Restart dead workers, beat and Flower (started by `dev up`, stopped by `dev down`)."""
+    from ctxpipe.devstack.supervisor import supervise
+
+    supervise(make_stack(settings(), concurrency=concurrency), interval=interval)
 
 
 @dev_app.command("logs")

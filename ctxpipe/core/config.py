@@ -116,7 +116,7 @@ class Settings(BaseSettings):
 
     # locks
     lock_timeout_s: float = Field(30.0, gt=0)
-    lock_ttl_s: float = Field(120.0, gt=0)
+    lock_ttl_s: float = Field(20.0, gt=0)
 
     # phase configs
     archive: ArchiveConfig = ArchiveConfig()
@@ -137,6 +137,8 @@ class Settings(BaseSettings):
     # beat intervals (seconds)
     sweep_interval_s: float = Field(30.0, gt=0)
     stuck_commit_after_s: float = Field(120.0, gt=0)
+    reap_interval_s: float = Field(3.0, gt=0)
+    worker_heartbeat_ttl_s: float = Field(10.0, gt=0)
     outbox_drain_interval_s: float = Field(5.0, gt=0)
     repair_interval_s: float = Field(300.0, gt=0)
     retention_interval_s: float = Field(3600.0, gt=0)

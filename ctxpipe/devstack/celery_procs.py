@@ -7,8 +7,6 @@ not import Celery (the library stays Celery-free; the CLI may pass an in-process
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -20,7 +18,7 @@ from ctxpipe.devstack.models import Kind
 APP = "tasks.app"
 BEAT_READY = "beat: Starting"
 
-# Given node names, return those that answered a ping (broker round trip).
+# Given node names, return those that are ready (their current process beats).
 WorkerProbe = Callable[[list[str]], set[str]]
 
 
@@ -39,12 +37,13 @@ class WorkerRole:
 
 def worker_roles(concurrency: int = 2) -> list[WorkerRole]:
     """commit + extract: prefork; embed: solo (one per GPU, the model loads lazily after fork);
-    maintenance: one prefork child, so the worker still answers pings during a long job."""
+    maintenance: two prefork children, so a long repair or forgetting run never holds back
+    the few-second reaper that re-drives the commits of dead workers."""
     return [
         WorkerRole("commit", "prefork", concurrency),
         WorkerRole("extract", "prefork", concurrency),
         WorkerRole("embed", "solo", 1),
-        WorkerRole("maintenance", "prefork", 1),
+        WorkerRole("maintenance", "prefork", 2),
     ]
 
 
@@ -97,45 +96,14 @@ def flower_spec(settings: Settings, address: str = "127.0.0.1") -> ProcSpec:
     )
 
 
-def inspect_ping_probe(env: Mapping[str, str], cwd: Path) -> WorkerProbe:
-    """A probe that runs `celery -A tasks.app inspect ping -d <nodes> --json`."""
-
-    def probe(nodes: list[str]) -> set[str]:
-        argv = celery_argv("inspect", "ping", "-d", ",".join(nodes), "--timeout=1", "--json")
-        try:
-            out = subprocess.run(
-                argv, env=dict(env), cwd=cwd, capture_output=True, text=True, timeout=30
-            )
-        except subprocess.TimeoutExpired:
-            return set()
-        return answered(out.stdout, nodes)
-
-    return probe
-
-
-def answered(output: str, nodes: list[str]) -> set[str]:
-    """Nodes that replied 'pong' in `inspect ping --json` output (a JSON object per node)."""
-    found: set[str] = set()
-    for line in output.splitlines():
-        try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(data, dict):
-            found |= {n for n, reply in data.items() if isinstance(reply, dict) and "ok" in reply}
-    return found & set(nodes)
-
-
 __all__ = [
     "BEAT_READY",
     "ProcSpec",
     "WorkerProbe",
     "WorkerRole",
-    "answered",
     "beat_spec",
     "celery_argv",
     "flower_spec",
-    "inspect_ping_probe",
     "worker_roles",
     "worker_spec",
 ]

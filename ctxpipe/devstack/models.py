@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-Kind = Literal["postgres", "redis", "worker", "beat", "flower"]
+Kind = Literal["postgres", "redis", "worker", "beat", "flower", "supervisor"]
 
 
 class Component(BaseModel):
@@ -23,6 +23,7 @@ class Component(BaseModel):
     endpoint: str = ""  # redacted URL, Celery node name, or http address
     detail: str = ""
     log: str | None = None
+    restarts: int = 0  # times the supervisor started it again after it died
 
 
 class StackStatus(BaseModel):

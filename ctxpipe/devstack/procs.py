@@ -8,6 +8,7 @@ stale record whose pid was reused by an unrelated process is never mistaken for 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -181,6 +182,23 @@ def _signal_family(pid: int, members: Iterable[int], sig: signal.Signals) -> Non
             os.kill(member, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def terminate(rec: ProcRecord, timeout: float = 15.0) -> bool:
+    """SIGTERM one process (not its family), SIGKILL after `timeout`; True if it was running."""
+    if not rec.alive():
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(rec.pid, signal.SIGTERM)
+    if not wait_until(lambda: not rec.alive(), timeout, interval=0.1):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(rec.pid, signal.SIGKILL)
+        if not wait_until(lambda: not rec.alive(), 10.0, interval=0.1):
+            raise OSError(f"process {rec.pid} ({rec.name}) survived SIGKILL")
+    child = _CHILDREN.pop(rec.pid, None)
+    if child is not None:
+        child.wait(5)
+    return True
 
 
 def stop_all(records: Iterable[ProcRecord], timeout: float = 15.0) -> list[str]:

@@ -136,7 +136,8 @@ class RedisServer:
             return "external"
         if self.running():
             return "already running"
-        redis_server.start_redis(self.state_dir, self.port)
+        # the broker persists (AOF): a restart must not lose an accepted submit or queued task
+        redis_server.start_redis(self.state_dir, self.port, persist=True)
         return "started"
 
     def stop(self) -> bool:

@@ -9,7 +9,8 @@ Layout of `{var_dir}/dev/` (owned by the dev stack):
     beat/      the beat schedule file
 
 `up` is idempotent (running pieces are left alone and reported) and returns only when every
-piece it started is ready: workers answer a ping through the broker, beat has started its
+piece it started is ready: workers' current processes beat (a heartbeat key in Redis that a
+busy solo pool cannot delay), beat has started its
 scheduler, Flower accepts connections. `down` stops everything and leaves no process behind.
 """
 
@@ -30,14 +31,21 @@ from ctxpipe.devstack.celery_procs import (
     WorkerProbe,
     beat_spec,
     flower_spec,
-    inspect_ping_probe,
     worker_roles,
     worker_spec,
 )
 from ctxpipe.devstack.env import child_env, resolve
 from ctxpipe.devstack.models import Component, StackStatus
-from ctxpipe.devstack.procs import ProcRecord, family, process_alive, spawn, stop_all
+from ctxpipe.devstack.procs import (
+    ProcRecord,
+    family,
+    process_alive,
+    spawn,
+    stop_all,
+    terminate,
+)
 from ctxpipe.devstack.servers import PostgresServer, RedisServer
+from ctxpipe.devstack.supervisor import reset_restarts, restarts, supervisor_spec
 from ctxpipe.storage.netutil import port_open, tail
 
 # Progress callback: (component name, message).
@@ -69,6 +77,7 @@ class DevStack:
         self.specs: list[ProcSpec] = [worker_spec(r, host) for r in worker_roles(concurrency)]
         self.specs.append(beat_spec(self.dev_dir / "beat" / "celerybeat-schedule"))
         self.specs.append(flower_spec(self.settings))
+        self.supervisor = supervisor_spec(concurrency)  # restarts what dies among `specs`
         self.env = child_env(self.settings)
         self._probe = probe
 
@@ -76,11 +85,32 @@ class DevStack:
     @property
     def probe(self) -> WorkerProbe:
         if self._probe is None:
-            self._probe = inspect_ping_probe(self.env, self.dev_dir)
+            self._probe = self._heartbeat_probe
         return self._probe
 
+    def _heartbeat_probe(self, nodes: list[str]) -> set[str]:
+        """Workers whose *current* process beats (`ctxpipe.commit.recovery`): readiness that a
+        busy solo pool cannot delay, and that a dead predecessor's heartbeat cannot fake."""
+        import redis
+
+        from ctxpipe.commit.recovery import WorkerRegistry
+
+        pids = {
+            s.node: rec.pid
+            for s in self.specs
+            if s.node in nodes and (rec := ProcRecord.load(self.run_dir, s.name)) is not None
+        }
+        client = redis.Redis.from_url(self.settings.redis_url, socket_timeout=2)
+        try:
+            alive = WorkerRegistry(client).alive()
+        except redis.RedisError:
+            return set()
+        finally:
+            client.close()
+        return {n for n, pid in pids.items() if any(i.startswith(f"{n}|{pid}|") for i in alive)}
+
     @contextmanager
-    def _locked(self) -> Iterator[None]:
+    def locked(self) -> Iterator[None]:
         """One `up`/`down` at a time per var dir."""
         self.dev_dir.mkdir(parents=True, exist_ok=True)
         with open(self.dev_dir / ".lock", "w", encoding="ascii") as fh:
@@ -90,12 +120,29 @@ class DevStack:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    def _record(self, name: str) -> ProcRecord | None:
+    def record(self, name: str) -> ProcRecord | None:
         rec = ProcRecord.load(self.run_dir, name)
         return rec if rec is not None and rec.alive() else None
 
+    def start_process(self, spec: ProcSpec) -> int:
+        """Start one process of the stack (no waiting); returns its log's size before."""
+        ProcRecord.remove(self.run_dir, spec.name)
+        log = self.logs_dir / f"{spec.name}.log"
+        offset = log.stat().st_size if log.exists() else 0
+        spawn(
+            spec.name,
+            spec.argv,
+            env={**self.env, **spec.env},
+            cwd=self.dev_dir,
+            log=log,
+            run_dir=self.run_dir,
+            port=spec.port,
+            node=spec.node,
+        )
+        return offset
+
     def _proc_status(self, spec: ProcSpec) -> Component:
-        rec = self._record(spec.name)
+        rec = self.record(spec.name)
         endpoint = spec.node or ""
         if spec.kind == "flower":
             endpoint = f"http://127.0.0.1:{spec.port}/"
@@ -109,12 +156,13 @@ class DevStack:
             endpoint=endpoint,
             detail=spec.detail,
             log=str(self.logs_dir / f"{spec.name}.log"),
+            restarts=restarts(self.run_dir).get(spec.name, 0),
         )
 
     # ------------------------------------------------------------------ status
     def status(self) -> StackStatus:
         parts = [self.postgres.status(), self.redis.status()]
-        parts += [self._proc_status(s) for s in self.specs]
+        parts += [self._proc_status(s) for s in [*self.specs, self.supervisor]]
         running = sum(c.alive for c in parts)
         return StackStatus(
             var_dir=str(self.settings.var_dir),
@@ -127,7 +175,7 @@ class DevStack:
     # ------------------------------------------------------------------ up
     def up(self, timeout: float = 120.0, notify: Notify = _quiet) -> StackStatus:
         actions: dict[str, str] = {}
-        with self._locked():
+        with self.locked():
             self._preflight()
             for server in (self.postgres, self.redis):
                 notify(server.name, "starting")
@@ -135,29 +183,22 @@ class DevStack:
             (self.dev_dir / "beat").mkdir(parents=True, exist_ok=True)
             started: dict[str, tuple[ProcSpec, int]] = {}
             for spec in self.specs:
-                running = self._record(spec.name)
+                running = self.record(spec.name)
                 if running is not None:
                     actions[spec.name] = "already running"
                     if running.argv != spec.argv:
                         actions[spec.name] += " (other options: `dev down` + `up` applies them)"
                     continue
-                ProcRecord.remove(self.run_dir, spec.name)
-                log = self.logs_dir / f"{spec.name}.log"
-                offset = log.stat().st_size if log.exists() else 0
-                spawn(
-                    spec.name,
-                    spec.argv,
-                    env={**self.env, **spec.env},
-                    cwd=self.dev_dir,
-                    log=log,
-                    run_dir=self.run_dir,
-                    port=spec.port,
-                    node=spec.node,
-                )
+                offset = self.start_process(spec)
                 notify(spec.name, "started, waiting until ready")
                 started[spec.name] = (spec, offset)
                 actions[spec.name] = "started"
             self._wait_ready(started, timeout, notify)
+            if self.record(self.supervisor.name) is None:
+                self.start_process(self.supervisor)
+                actions[self.supervisor.name] = "started"
+            else:
+                actions[self.supervisor.name] = "already running"
         status = self.status()
         for c in status.components:
             c.action = actions.get(c.name, "")
@@ -171,7 +212,7 @@ class DevStack:
         self.postgres.preflight()
         self.redis.preflight()
         for spec in self.specs:
-            if spec.port is not None and self._record(spec.name) is None:
+            if spec.port is not None and self.record(spec.name) is None:
                 if port_open("127.0.0.1", spec.port):
                     raise StorageError(
                         f"cannot start {spec.name}: port {spec.port} on 127.0.0.1 is in use "
@@ -232,8 +273,16 @@ class DevStack:
         OSError/StorageError afterwards if anything could not be stopped or survives."""
         actions: dict[str, str] = {}
         errors: list[str] = []
-        with self._locked():
+        with self.locked():
             before = self.status()
+            sup = ProcRecord.load(self.run_dir, self.supervisor.name)
+            try:  # first, or it would start again what is being stopped; alone: the
+                # processes it restarted are its children and are stopped with the others
+                if sup is not None and terminate(sup, timeout):
+                    actions[self.supervisor.name] = "stopped"
+            except OSError as exc:
+                errors.append(str(exc))
+            ProcRecord.remove(self.run_dir, self.supervisor.name)
             records = [ProcRecord.load(self.run_dir, s.name) for s in self.specs]
             live = [r for r in records if r is not None]
             notify("celery", f"stopping {sum(r.alive() for r in live)} process(es)")
@@ -244,6 +293,7 @@ class DevStack:
                 errors.append(str(exc))
             for spec in self.specs:
                 ProcRecord.remove(self.run_dir, spec.name)
+            reset_restarts(self.run_dir)
             for server in (self.redis, self.postgres):
                 if not server.managed:
                     actions[server.name] = "external (left running)"

@@ -232,6 +232,14 @@ class CommitLedger:
             ).fetchall()
         return [(r[0], r[1], dict(r[2] or {})) for r in rows]
 
+    def accepted_before(self, age_s: float, limit: int = 100) -> list[tuple[str, str, dict]]:
+        """Commits in flight that were accepted more than `age_s` seconds ago."""
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                self._q["ledger_accepted_before"], {"age_s": age_s, "limit": limit}
+            ).fetchall()
+        return [(r[0], r[1], dict(r[2] or {})) for r in rows]
+
     def counts_by_phase(self) -> dict[str, int]:
         with self._db.connection() as conn:
             return {p: int(n) for p, n in conn.execute(self._q["ledger_counts"]).fetchall()}

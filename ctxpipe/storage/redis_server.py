@@ -68,9 +68,17 @@ def _looks_like_redis(pid: int) -> bool:
 
 
 def start_redis(
-    state_dir: Path | str, port: int, *, host: str = "127.0.0.1", timeout: float = 15.0
+    state_dir: Path | str,
+    port: int,
+    *,
+    host: str = "127.0.0.1",
+    timeout: float = 15.0,
+    persist: bool = False,
 ) -> str:
-    """Start redis-server on host:port (idempotent for the same `state_dir`); return its URL."""
+    """Start redis-server on host:port (idempotent for the same `state_dir`); return its URL.
+
+    `persist`: keep an append-only file in `state_dir` (fsync once a second), so a restart
+    replays every queued message; otherwise nothing is kept on disk (tests, benchmarks)."""
     state = Path(state_dir).absolute()
     state.mkdir(parents=True, exist_ok=True)
     pid = running_pid(state)
@@ -90,7 +98,8 @@ def start_redis(
         "--port", str(port),
         "--bind", host,
         "--save", "",
-        "--appendonly", "no",
+        "--appendonly", "yes" if persist else "no",
+        "--appendfsync", "everysec",
         "--daemonize", "no",
         "--dir", str(state),
         "--logfile", str(logfile),

@@ -52,6 +52,15 @@ WHERE phase NOT IN ('registered', 'failed')
 ORDER BY updated_at
 LIMIT %(limit)s
 
+-- name: ledger_accepted_before
+-- commits in flight that were accepted more than %(age_s)s seconds ago
+SELECT commit_id, phase, attempts
+FROM {{schema}}.commits
+WHERE phase NOT IN ('registered', 'failed')
+  AND created_at < now() - make_interval(secs => %(age_s)s)
+ORDER BY created_at
+LIMIT %(limit)s
+
 -- name: ledger_counts
 SELECT phase, count(*) FROM {{schema}}.commits GROUP BY phase
 

@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -39,6 +40,7 @@ COMPONENTS = {
     "worker-maintenance",
     "beat",
     "flower",
+    "supervisor",
 }
 
 
@@ -218,7 +220,24 @@ def test_dev_up_status_flower_idempotent_down(stack_dir: Path, dev_env: dict[str
     assert {n: c["pid"] for n, c in second.items()} == {n: c["pid"] for n, c in first.items()}
     assert second["postgres"]["detail"].endswith("schema up to date")
     text_status = run_cli(dev_env, stack_dir, "dev", "status")
-    assert text_status.returncode == 0 and "8/8 running" in text_status.stdout
+    assert text_status.returncode == 0 and "9/9 running" in text_status.stdout
+
+    # ---------------------------------------------------------------- supervisor
+    # a whole worker node SIGKILLed (parent and pool children) comes back by itself
+    killed = comps["worker-extract"]
+    for pid in killed["pids"]:
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    back: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        now = as_json(run_cli(dev_env, stack_dir, "dev", "status", "--json"), "dev status")
+        back = by_name(now)["worker-extract"]
+        if back["alive"] and back["pid"] != killed["pid"]:
+            break
+        time.sleep(0.5)
+    assert back["alive"] and back["pid"] != killed["pid"], back
+    assert back["restarts"] == 1
+    all_pids |= set(back["pids"])
 
     # ---------------------------------------------------------------- down
     down = run_cli(dev_env, stack_dir, "dev", "down", "--json")

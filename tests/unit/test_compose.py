@@ -84,6 +84,10 @@ def test_compose_services() -> None:
     services = config["services"]
     assert set(services) == SERVICES
     assert services["redis"]["image"] == "redis:7"
+    # the broker persists: an accepted submit survives a Redis restart
+    cmd = services["redis"]["command"]
+    assert cmd[cmd.index("--appendonly") + 1] == "yes"
+    assert [v["target"] for v in services["redis"]["volumes"]] == ["/data"]
     assert services["postgres"]["image"] == "pgvector/pgvector:pg17"
     assert "healthcheck" in services["postgres"] and "healthcheck" in services["redis"]
     assert (ROOT / "Dockerfile").is_file()

@@ -1,0 +1,223 @@
+"""Fast recovery of commits whose worker died: worker heartbeats and the CommitReaper.
+
+With the Redis broker, a task message taken by a worker node that dies without acknowledging it
+(the whole node SIGKILLed, the machine lost) comes back only after the visibility timeout —
+hours, because it must exceed the longest task. Lowering it would re-deliver long LLM-bound
+tasks that are still running. Instead every worker node *incarnation* (node name, pid, start
+time) keeps a short-lived heartbeat key alive and records, per running task, the commit and
+phase it works on; the reaper (a beat job every few seconds) re-drives at once the commits of an
+incarnation whose heartbeat expired. A broker restart is detected by the Redis `run_id`: queued
+messages and chord counters may be gone (a broker without persistence, or one restarted from
+an older file), so every commit in flight that was accepted before the restart is re-driven
+too. The stuck-
+commit sweeper stays as the last resort.
+
+Every step is idempotent (write-once phase outputs, deterministic URIs and event ids), so a
+re-drive that races with a late original delivery costs work, never correctness. A commit
+re-driven `max_redrives` times (its task keeps killing its worker) is failed with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import redis
+
+from ctxpipe.commit.steps import resume_point
+
+PREFIX = "ctxpipe:workers"
+RUNNING_TTL_S = 7 * 24 * 3600
+
+
+def incarnation_id(node: str | None = None, pid: int | None = None) -> str:
+    """`node|pid|start time`: one per worker process start (a restarted node is a new one)."""
+    return f"{node or socket.gethostname()}|{pid or os.getpid()}|{time.time():.3f}"
+
+
+def node_of(incarnation: str) -> str:
+    return incarnation.split("|", 1)[0]
+
+
+class WorkerRegistry:
+    """Heartbeats of worker incarnations and the commit phases each one is running (Redis)."""
+
+    def __init__(self, client: redis.Redis, *, ttl_s: float = 10.0, prefix: str = PREFIX) -> None:
+        self.client = client
+        self.ttl_s = ttl_s
+        self._alive = f"{prefix}:alive"
+        self._hb = f"{prefix}:hb:"
+        self._running = f"{prefix}:running:"
+
+    def heartbeat(self, incarnation: str) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.sadd(self._alive, incarnation)
+        pipe.set(self._hb + incarnation, "1", px=int(self.ttl_s * 1000))
+        pipe.execute()
+
+    def retire(self, incarnation: str) -> None:
+        """A clean shutdown: nothing to re-drive (acks_late tasks went back to the queue)."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.delete(self._hb + incarnation, self._running + incarnation)
+        pipe.srem(self._alive, incarnation)
+        pipe.execute()
+
+    def track(self, incarnation: str, task_id: str, commit_id: str, phase: str) -> None:
+        """Record that the incarnation holds a task of `commit_id` (received, maybe running)."""
+        entry = json.dumps({"commit": commit_id, "phase": phase, "at": time.time()})
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hset(self._running + incarnation, task_id, entry)
+        pipe.expire(self._running + incarnation, RUNNING_TTL_S)
+        pipe.execute()
+
+    def untrack(self, incarnation: str, task_id: str) -> None:
+        self.client.hdel(self._running + incarnation, task_id)
+
+    def alive(self) -> list[str]:
+        """Incarnations whose heartbeat is current."""
+        members = self._members()
+        return [i for i, ok in zip(members, self._beating(members), strict=True) if ok]
+
+    def dead(self) -> list[str]:
+        members = self._members()
+        return [i for i, ok in zip(members, self._beating(members), strict=True) if not ok]
+
+    def orphans(self, incarnation: str) -> list[tuple[str, str]]:
+        """(commit id, phase) of every task the incarnation was running."""
+        out: list[tuple[str, str]] = []
+        for raw in self.client.hgetall(self._running + incarnation).values():
+            try:
+                entry = json.loads(raw)
+                out.append((str(entry["commit"]), str(entry["phase"])))
+            except (ValueError, KeyError, TypeError):
+                continue
+        return out
+
+    def forget(self, incarnation: str) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.delete(self._running + incarnation)
+        pipe.srem(self._alive, incarnation)
+        pipe.execute()
+
+    def _members(self) -> list[str]:
+        return sorted(
+            m.decode() if isinstance(m, bytes) else m for m in self.client.smembers(self._alive)
+        )
+
+    def _beating(self, incarnations: list[str]) -> list[bool]:
+        if not incarnations:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for i in incarnations:
+            pipe.exists(self._hb + i)
+        return [bool(x) for x in pipe.execute()]
+
+
+class BrokerWatch:
+    """Tells when the broker restarted (its `run_id` changed) since the last look."""
+
+    def __init__(self, client: redis.Redis, key: str = f"{PREFIX}:broker-run-id") -> None:
+        self.client = client
+        self.key = key
+
+    def restarted(self) -> float | None:
+        """Seconds since the broker started if it restarted since the last call, else None.
+        The first call on a broker that never saw us counts as a restart (it may have lost
+        data: a fresh server, or one restarted without persistence)."""
+        info = self.client.info("server")
+        run_id, uptime = str(info.get("run_id", "")), float(info.get("uptime_in_seconds", 0))
+        seen = self.client.set(self.key, run_id, get=True)
+        seen = seen.decode() if isinstance(seen, bytes) else seen
+        return None if seen == run_id else uptime
+
+
+class ReaperLedger(Protocol):
+    def get(self, commit_id: str) -> Any: ...
+    def accepted_before(self, age_s: float, limit: int = 100) -> list[tuple[str, str, dict]]: ...
+    def bump_attempt(self, commit_id: str, key: str) -> int: ...
+    def touch(self, commit_id: str) -> None: ...
+    def fail(self, commit_id: str, phase: str, error: str) -> None: ...
+
+
+@dataclass
+class ReapReport:
+    dead_nodes: list[str] = field(default_factory=list)
+    broker_restarted: bool = False
+    redriven: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+class CommitReaper:
+    """Re-drives the commits of dead worker incarnations, and after a broker restart."""
+
+    def __init__(
+        self,
+        ledger: ReaperLedger,
+        registry: WorkerRegistry,
+        watch: BrokerWatch,
+        redrive: Callable[[str, str], None],
+        *,
+        max_redrives: int = 5,
+        limit: int = 1000,
+    ) -> None:
+        self.ledger = ledger
+        self.registry = registry
+        self.watch = watch
+        self.redrive = redrive
+        self.max_redrives = max_redrives
+        self.limit = limit
+
+    def reap(self) -> ReapReport:
+        report = ReapReport()
+        done: set[str] = set()
+        for inc in self.registry.dead():
+            report.dead_nodes.append(inc)
+            for commit_id, _phase in self.registry.orphans(inc):
+                if commit_id not in done:
+                    done.add(commit_id)
+                    self._redrive(commit_id, f"worker {node_of(inc)} died", report)
+            self.registry.forget(inc)
+        since = self.watch.restarted()
+        if since is not None:
+            report.broker_restarted = True
+            # commits accepted before the broker came up: any message of theirs may be gone
+            # (a queued task, a chord's counter); those accepted since are on the new broker
+            for commit_id, _phase, _attempts in self.ledger.accepted_before(since, self.limit):
+                if commit_id not in done:
+                    done.add(commit_id)
+                    self._redrive(commit_id, "the broker restarted", report)
+        return report
+
+    def _redrive(self, commit_id: str, why: str, report: ReapReport) -> None:
+        row = self.ledger.get(commit_id)
+        start = resume_point(row.phase) if row is not None else None
+        if row is None or start is None:
+            return  # finished, failed or unknown: nothing to do
+        n = self.ledger.bump_attempt(commit_id, "reap")
+        if n > self.max_redrives:
+            self.ledger.fail(
+                commit_id,
+                row.phase,
+                f"re-driven {n - 1} times after {why}; its task keeps "
+                "losing its worker (see the worker logs)",
+            )
+            report.failed.append(commit_id)
+            return
+        self.ledger.touch(commit_id)
+        self.redrive(commit_id, start)
+        report.redriven.append(commit_id)
+
+
+__all__ = [
+    "BrokerWatch",
+    "CommitReaper",
+    "ReapReport",
+    "WorkerRegistry",
+    "incarnation_id",
+    "node_of",
+]

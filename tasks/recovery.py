@@ -1,0 +1,164 @@
+"""Worker liveness for fast recovery (the logic is in `ctxpipe.commit.recovery`).
+
+- every worker node gets an incarnation id at `worker_init` (in the parent, before the pool
+  forks, so prefork children inherit it); once the node is ready a daemon thread of the parent
+  refreshes its heartbeat every third of `worker_heartbeat_ttl_s`;
+- every commit task the node *receives* (running or prefetched: both are lost with the node) is
+  recorded under the incarnation by the parent (`task_received`); `task_postrun` removes it;
+- ``ctxpipe.maintenance.reap`` (beat, every `reap_interval_s`) re-drives the commits of dead
+  incarnations and, after a broker restart, the commits in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import redis
+from celery.signals import (
+    task_postrun,
+    task_received,
+    worker_init,
+    worker_ready,
+    worker_shutdown,
+)
+
+from ctxpipe.commit.recovery import BrokerWatch, CommitReaper, WorkerRegistry, incarnation_id
+from ctxpipe.core.config import Settings
+from tasks import context
+from tasks.app import app
+from tasks.queues import PLAN, REAP, SUBMIT
+
+log = logging.getLogger(__name__)
+
+_node: dict[str, Any] = {"incarnation": None, "stop": None}
+
+
+def incarnation() -> str | None:
+    """This worker process's incarnation id (None outside a worker)."""
+    return _node["incarnation"]
+
+
+def registry(settings: Settings, client: redis.Redis | None = None) -> WorkerRegistry:
+    return WorkerRegistry(
+        client or context.redis_client(settings), ttl_s=settings.worker_heartbeat_ttl_s
+    )
+
+
+@worker_init.connect
+def _on_worker_init(sender: Any = None, **_: Any) -> None:
+    _node["incarnation"] = incarnation_id(getattr(sender, "hostname", None))
+
+
+@worker_ready.connect
+def _on_worker_ready(**_: Any) -> None:
+    settings: Settings = app.conf.ctxpipe_settings
+    inc = _node["incarnation"] or incarnation_id()
+    _node["incarnation"] = inc
+    stop = threading.Event()
+    _node["stop"] = stop
+    # the thread's own client: prefork children never share it
+    client = redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
+    reg = registry(settings, client)
+    period = settings.worker_heartbeat_ttl_s / 3
+
+    def beat() -> None:
+        while True:
+            try:
+                reg.heartbeat(inc)
+            except redis.RedisError as exc:  # broker down: try again, the TTL is the judge
+                log.warning("worker heartbeat failed: %s", exc)
+            if stop.wait(period):
+                return
+
+    threading.Thread(target=beat, name="ctxpipe-heartbeat", daemon=True).start()
+
+
+@worker_shutdown.connect
+def _on_worker_shutdown(**_: Any) -> None:
+    stop, inc = _node["stop"], _node["incarnation"]
+    if stop is not None:
+        stop.set()
+    if inc is not None:
+        try:
+            registry(app.conf.ctxpipe_settings).retire(inc)
+        except redis.RedisError:
+            pass  # its heartbeat expires; the reaper finds nothing to re-drive
+
+
+def commit_of(task_name: str, args: Any) -> str | None:
+    """The commit id a commit task works on (None for other tasks and for `submit`, whose
+    commit is not recorded yet: its producer re-sends until submit answers)."""
+    if not task_name.startswith("ctxpipe.commit.") or task_name == SUBMIT:
+        return None
+    index = 1 if task_name == PLAN else 0  # the chord body gets the header results first
+    try:
+        value = args[index]
+    except (IndexError, TypeError, KeyError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+@task_received.connect
+def _on_task_received(request: Any = None, **_: Any) -> None:
+    inc = _node["incarnation"]
+    if inc is None or request is None:
+        return
+    commit_id = commit_of(str(request.name), request.args)
+    if commit_id is None:
+        return
+    try:
+        registry(app.conf.ctxpipe_settings, _parent_client()).track(
+            inc, request.id, commit_id, str(request.name).rsplit(".", 1)[-1]
+        )
+    except redis.RedisError as exc:  # the sweeper is still there for this one
+        log.warning("could not record task %s for recovery: %s", request.id, exc)
+
+
+def _parent_client() -> redis.Redis:
+    """The worker parent's own client (pool children never use it)."""
+    client = _node.get("client")
+    if client is None:
+        settings: Settings = app.conf.ctxpipe_settings
+        client = redis.Redis.from_url(settings.redis_url, socket_timeout=5)
+        _node["client"] = client
+    return client  # type: ignore[no-any-return]
+
+
+@task_postrun.connect
+def _on_task_postrun(task_id: str | None = None, **_: Any) -> None:
+    inc = _node["incarnation"]
+    if inc is None or task_id is None:
+        return
+    try:
+        registry(app.conf.ctxpipe_settings).untrack(inc, task_id)
+    except redis.RedisError:
+        pass  # a stale entry only re-drives a finished commit: a no-op
+
+
+@app.task(name=REAP, acks_late=True, ignore_result=True)
+def reap() -> dict[str, Any]:
+    """Re-drive commits caught by a dead worker node or a broker restart."""
+    from tasks.commit import workflow
+
+    settings: Settings = app.conf.ctxpipe_settings
+    client = context.redis_client(settings)
+    reaper = CommitReaper(
+        context.ledger(settings),
+        registry(settings, client),
+        BrokerWatch(client),
+        lambda commit_id, start: workflow(commit_id, start).apply_async(),
+    )
+    report = reaper.reap()
+    if report.redriven or report.failed:
+        log.warning(
+            "reaper: re-drove %d commit(s), failed %d (dead nodes: %s, broker restarted: %s)",
+            len(report.redriven), len(report.failed), report.dead_nodes, report.broker_restarted,
+        )  # fmt: skip
+    return {
+        "redriven": report.redriven,
+        "failed": report.failed,
+        "dead_nodes": report.dead_nodes,
+        "broker_restarted": report.broker_restarted,
+    }

@@ -46,6 +46,15 @@ def make_app(settings: Settings | None = None) -> Celery:
         result_backend_always_retry=True,
         result_backend_max_retries=20,
         broker_connection_retry_on_startup=True,
+        # a chain's next task is published by the worker that finished the previous one: keep
+        # retrying through a broker restart (~30 s) instead of dropping the continuation
+        task_publish_retry=True,
+        task_publish_retry_policy={
+            "max_retries": 20,
+            "interval_start": 0.2,
+            "interval_step": 0.5,
+            "interval_max": 2.0,
+        },
         broker_connection_timeout=connect_s,
         # Flower: workers emit task events (received/started/succeeded/failed); no extra
         # STARTED writes to the result backend and no sent-events on the hot path.

@@ -126,14 +126,20 @@ class BrokerWatch:
         self.key = key
 
     def restarted(self) -> float | None:
-        """Seconds since the broker started if it restarted since the last call, else None.
-        The first call on a broker that never saw us counts as a restart (it may have lost
-        data: a fresh server, or one restarted without persistence)."""
+        """Seconds since the broker started if it restarted since the last `acknowledge`,
+        else None. A broker that never saw us counts as restarted (it may have lost data: a
+        fresh server, or one restarted without persistence)."""
         info = self.client.info("server")
-        run_id, uptime = str(info.get("run_id", "")), float(info.get("uptime_in_seconds", 0))
-        seen = self.client.set(self.key, run_id, get=True)
+        self._run_id = str(info.get("run_id", ""))
+        seen = self.client.get(self.key)
         seen = seen.decode() if isinstance(seen, bytes) else seen
-        return None if seen == run_id else uptime
+        return None if seen == self._run_id else float(info.get("uptime_in_seconds", 0))
+
+    def acknowledge(self) -> None:
+        """The restart seen by `restarted` has been handled (its commits re-driven)."""
+        run_id = getattr(self, "_run_id", None)
+        if run_id:
+            self.client.set(self.key, run_id)
 
 
 class ReaperLedger(Protocol):
@@ -191,6 +197,8 @@ class CommitReaper:
                 if commit_id not in done:
                     done.add(commit_id)
                     self._redrive(commit_id, "the broker restarted", report)
+            # only now: a reap that failed half-way (PostgreSQL down) sees the restart again
+            self.watch.acknowledge()
         return report
 
     def _redrive(self, commit_id: str, why: str, report: ReapReport) -> None:

@@ -9,9 +9,13 @@ The Celery tasks in `tasks/` are thin wrappers around these functions.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import OrderedDict
 from typing import Any, Protocol
+
+import psycopg
+import redis
 
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.payloads import ArchiveOutcome, CommitRequest, PlanOutcome, WriteOutcome
@@ -73,21 +77,56 @@ class LedgerPort(Protocol):
     ) -> tuple[dict[str, Any], Any, str, dict[str, dict[str, Any]]] | None: ...
 
 
+# Failures of infrastructure that come back by themselves: a connection lost or refused, a
+# server shutting down or restarting, a pool with no free connection in time.
+TRANSIENT_TYPES: tuple[type[BaseException], ...] = (
+    LockTimeoutError,
+    TimeoutError,
+    ConnectionError,
+    psycopg.OperationalError,  # connection failures, admin/crash shutdown, PoolTimeout
+    psycopg.InterfaceError,  # a connection already closed under us
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.BusyLoadingError,
+)
+
+
 def is_transient(exc: BaseException | None) -> bool:
+    """Retry, or fail the commit? By type, along the cause chain: an LLM error says itself; a
+    `StorageError` is transient when it wraps a transient error or nothing (our own "cannot
+    connect" errors); schema and programming errors are permanent."""
     seen = 0
     while exc is not None and seen < 5:
         if isinstance(exc, LLMError):
             return exc.transient
-        if isinstance(exc, (LockTimeoutError, TimeoutError, ConnectionError, StorageError)):
+        if isinstance(exc, TRANSIENT_TYPES):
             return True
-        name = type(exc).__module__ + "." + type(exc).__name__
-        if name.startswith(("psycopg", "redis.", "kombu.")) and any(
-            w in name for w in ("Operational", "Connection", "Timeout")
-        ):
+        if isinstance(exc, StorageError) and exc.__cause__ is None:
             return True
         exc = exc.__cause__
         seen += 1
     return False
+
+
+def transient_as_retry(phase: str) -> Any:
+    """Decorate a step: any transient failure — also of the ledger reads and writes around the
+    phase itself — becomes `TransientStepError`, which the task layer retries with backoff."""
+
+    def wrap(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def step(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except (TransientStepError, CommitError):
+                raise
+            except Exception as exc:
+                if is_transient(exc):
+                    raise TransientStepError(phase, exc) from exc
+                raise
+
+        return step
+
+    return wrap
 
 
 def submit(ledger: LedgerPort, req: CommitRequest, limits: LimitsConfig | None = None) -> bool:
@@ -176,6 +215,7 @@ def extraction_results(outputs: dict[str, dict[str, Any]]) -> list[ExtractionRes
     return [ExtractionResult.model_validate(outputs[k]) for k in EXTRACT_KEYS]
 
 
+@transient_as_retry("archive")
 def archive_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
     req, outs = _state(ledger, commit_id, [ARCHIVE])
     if ARCHIVE in outs:
@@ -191,6 +231,7 @@ def archive_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dic
     return stored
 
 
+@transient_as_retry("extract")
 def extract_step(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, name: str
 ) -> dict[str, Any]:
@@ -226,6 +267,7 @@ def extract_step(
     return stored
 
 
+@transient_as_retry("plan")
 def plan_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
     req, outs = _state(ledger, commit_id, [PLAN, ARCHIVE, *EXTRACT_KEYS])
     if PLAN in outs:
@@ -245,6 +287,7 @@ def plan_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[s
     return stored
 
 
+@transient_as_retry("write")
 def write_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
     req, outs = _state(ledger, commit_id, [WRITE, ARCHIVE, PLAN])
     if WRITE in outs:
@@ -267,6 +310,7 @@ def write_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[
     return stored
 
 
+@transient_as_retry("register")
 def register_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
     req, outs = _state(ledger, commit_id, [RESULT, ARCHIVE, PLAN, WRITE, *EXTRACT_KEYS])
     if RESULT in outs:

@@ -103,10 +103,32 @@ def test_broker_watch_sees_a_new_run_of_the_broker(client: redis.Redis) -> None:
     watch = BrokerWatch(client)
     first = watch.restarted()  # a broker never seen before may have lost data: a restart
     assert first is not None and first >= 0
+    assert watch.restarted() is not None  # not handled yet: still reported
+    watch.acknowledge()
     assert watch.restarted() is None  # same run: nothing happened
     client.set(watch.key, "an-earlier-run")  # what a restarted broker would show
     assert watch.restarted() is not None
+    watch.acknowledge()
     assert watch.restarted() is None
+
+
+def test_a_restart_stays_reported_until_its_commits_were_redriven(
+    ledger: CommitLedger, client: redis.Redis
+) -> None:
+    sent: list[tuple[str, str]] = []
+    _, reap = reaper(ledger, client, sent)
+    reap.reap()
+    client.set(BrokerWatch(client).key, "an-earlier-run")
+
+    def down(*_a: object, **_k: object) -> None:
+        raise ConnectionError("PostgreSQL is down")
+
+    real = ledger.accepted_before
+    ledger.accepted_before = down  # type: ignore[method-assign]
+    with pytest.raises(ConnectionError):
+        reap.reap()
+    ledger.accepted_before = real  # type: ignore[method-assign]
+    assert reap.reap().broker_restarted  # seen again once the ledger answers
 
 
 class StartedAgo(BrokerWatch):

@@ -66,7 +66,7 @@ class BacklogGate:
         try:
             depth = int(self._depth())
         except Exception as exc:  # noqa: BLE001 - the enqueue that follows reports the outage
-            log.warning("commit backlog unknown (%s): submit not gated", exc)
+            log.debug("commit backlog unknown (%s): submit not gated", exc)
             return 0
         with self._lock:
             self._prev, self._last = self._last, (now, depth)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from ctxpipe.commit.policies.base import APPLIED_COMMITS_KEY
 from ctxpipe.commit.tagging import TAGS_KEY, OwnerTagVocabulary, choose_tags
 from ctxpipe.core.enums import ContextType, WriteAction
+from ctxpipe.core.errors import CtxError
 from ctxpipe.core.models import ContextNode, WritePlan, WriteResult
 from ctxpipe.core.session import RequestContext
 from ctxpipe.core.uri import CtxURI
@@ -21,23 +23,62 @@ def owner_space_of(uri: CtxURI) -> str:
     return f"{uri.scope}/{uri.segments[0]}" if uri.segments else uri.scope
 
 
+def _owner_of(uri: CtxURI) -> CtxURI | None:
+    if not uri.segments:
+        return None
+    return CtxURI.parse(f"ctx://{uri.account}/{uri.scope}/{uri.segments[0]}/")
+
+
 class ContextWriter:
     def __init__(self, fs: ContextFS) -> None:
         self._fs = fs
         self._vocabularies: dict[str, OwnerTagVocabulary] = {}
+        self._lock = threading.Lock()
+
+    def load_vocabularies(self, uris: list[str], commit_id: str) -> None:
+        """Read the tags of every owner space a commit writes to before its nodes are written
+        (concurrently): each node then chooses its tags from the same vocabulary, whatever
+        order the writes finish in."""
+        for uri in uris:
+            owner = _owner_of(CtxURI.parse(uri))
+            if owner is not None and str(owner) not in self._vocabularies:
+                vocab = OwnerTagVocabulary(self._fs, owner, exclude_commit=commit_id)
+                vocab.find_tags("")  # load now
+                self._vocabularies[str(owner)] = vocab
 
     def _tags(self, uri: CtxURI, text: str, existing: list[str]) -> list[str]:
-        owner = CtxURI.parse(f"ctx://{uri.account}/{uri.scope}/{uri.segments[0]}/")
-        vocab = self._vocabularies.get(str(owner))
-        if vocab is None:
-            vocab = self._vocabularies[str(owner)] = OwnerTagVocabulary(self._fs, owner)
+        owner = _owner_of(uri)
+        assert owner is not None
+        with self._lock:
+            vocab = self._vocabularies.get(str(owner))
+            if vocab is None:
+                vocab = self._vocabularies[str(owner)] = OwnerTagVocabulary(self._fs, owner)
         return choose_tags(text, vocab, existing)
 
     def apply_plan(self, ctx: RequestContext, plan: WritePlan, commit_id: str) -> WriteResult:
         """Write one plan. Raises VersionConflictError when the node moved since planning."""
         if plan.action is WriteAction.SKIP:
-            version = self._fs.stat_node(plan.target_uri).version
-            return WriteResult(uri=plan.target_uri, action=WriteAction.SKIP, node_version=version)
+            try:
+                node = self._fs.read_node(plan.target_uri, include_content=False)
+            except CtxError:
+                version = self._fs.stat_node(plan.target_uri).version
+                return WriteResult(
+                    uri=plan.target_uri, action=WriteAction.SKIP, node_version=version
+                )
+            if commit_id in node.metadata.get(APPLIED_COMMITS_KEY, []):
+                # a commit run again after a failed write phase re-plans as a duplicate of what
+                # its first attempt wrote: report it as written, so its relations follow
+                first = node.version == 1
+                return WriteResult(
+                    uri=plan.target_uri,
+                    action=WriteAction.CREATE if first else WriteAction.MERGE,
+                    node_version=node.version,
+                    created=first,
+                    updated=not first,
+                )
+            return WriteResult(
+                uri=plan.target_uri, action=WriteAction.SKIP, node_version=node.version
+            )
         uri = CtxURI.parse(plan.target_uri)
         is_node = self._fs.stat_node(uri, ctx=ctx).version > 0
         existing = self._fs.read_node(uri, ctx=ctx) if is_node else None

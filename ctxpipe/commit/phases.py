@@ -31,7 +31,14 @@ from ctxpipe.commit.policies.base import PlanContext
 from ctxpipe.commit.policy_router import PolicyRouter
 from ctxpipe.commit.relation_writer import RelationWriter, derive_edges
 from ctxpipe.core.enums import ExtractorStatus
-from ctxpipe.core.errors import CommitError, CtxError, LockTimeoutError, VersionConflictError
+from ctxpipe.core.errors import (
+    CommitError,
+    CtxError,
+    FilesystemUnavailableError,
+    LockTimeoutError,
+    StorageError,
+    VersionConflictError,
+)
 from ctxpipe.core.models import (
     ExtractionResult,
     RelationEdge,
@@ -41,6 +48,7 @@ from ctxpipe.core.models import (
 )
 from ctxpipe.core.uri import CtxURI
 from ctxpipe.extraction.extractors import EXTRACTORS
+from ctxpipe.fs.capacity import check_writable, is_out_of_space
 from ctxpipe.fs.erasure_marks import ErasureMarks
 from ctxpipe.fs.session_owner import SessionOwners, may_read
 from ctxpipe.providers.base import LLMUsage
@@ -239,6 +247,10 @@ async def write_phase(
     def not_erased() -> None:  # under each lock the eraser also takes
         marks.check(req.ctx.account_id, req.ctx.user_id, req.submitted_at)
 
+    try:  # a full or read-only FS fails the commit here, before it writes anything
+        check_writable(c.fs.fs_root, c.settings.fs_min_free_mb)
+    except FilesystemUnavailableError as exc:
+        raise CommitError(f"{exc}; nothing was written", phase="write") from exc
     try:  # the session's owner is recorded (or checked) before anything else is written
         SessionOwners(c.fs).claim(req.ctx, c.lock, c.settings.lock_timeout_s, guard=not_erased)
     except LockTimeoutError:
@@ -248,6 +260,8 @@ async def write_phase(
     try:
         archive = ArchiveBuilder(c).persist(req, archive, guard=not_erased)
     except Exception as exc:
+        if is_out_of_space(exc):  # retried as a whole, like a node write below
+            raise StorageError(f"the archive could not be written: {exc}") from None
         raise CommitError(f"archive could not be written: {exc}", phase="write") from exc
     out.archive = archive
     with ExitStack() as stack:
@@ -264,12 +278,20 @@ async def write_phase(
             except Exception as exc:  # noqa: BLE001 - handled per item below
                 return exc
 
+        writer.load_vocabularies([i.plan.target_uri for i in plan.items], req.commit_id)
         # Nodes are independent (distinct targets, each with its own node lock): write them
         # concurrently so their fsyncs share journal commits.
         loop = asyncio.get_running_loop()
         first = await asyncio.gather(
             *(loop.run_in_executor(_IO_POOL, apply, i) for i in plan.items)
         )
+        full = [o for o in first if isinstance(o, BaseException) and is_out_of_space(o)]
+        if full:  # retried as a whole (nodes already written are skipped): never half a commit
+            done = sum(1 for o in first if not isinstance(o, BaseException))
+            raise StorageError(
+                f"the filesystem filled up or became read-only during the write phase "
+                f"({done} of {len(first)} memories written, each whole): {full[0]}"
+            )
         for item, outcome in zip(plan.items, first, strict=True):
             cat = item.plan.category.value if item.plan.category else ""
             if isinstance(outcome, VersionConflictError):

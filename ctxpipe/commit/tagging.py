@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Protocol
 
+from ctxpipe.commit.policies.base import APPLIED_COMMITS_KEY
 from ctxpipe.core.uri import CtxURI
 from ctxpipe.fs import ContextFS
 from ctxpipe.retrieval.text import STOPWORDS, stem
@@ -91,17 +92,24 @@ class OwnerTagVocabulary:
     """The tags already used in one owner space, read from the FS (`.meta.json` of every node
     under ``ctx://{account}/{scope}/{owner}/``) once, then kept up to date by `add`."""
 
-    def __init__(self, fs: ContextFS, owner_uri: CtxURI) -> None:
+    def __init__(
+        self, fs: ContextFS, owner_uri: CtxURI, *, exclude_commit: str | None = None
+    ) -> None:
         self._fs = fs
         self._owner = owner_uri
+        self._exclude = exclude_commit
         self._tags: list[str] | None = None
 
     def _load(self) -> list[str]:
+        """`exclude_commit`: nodes that commit already wrote are left out, so a commit run
+        again after a failed write phase chooses the tags its first attempt chose."""
         if self._tags is None:
             found: dict[str, None] = {}
             if self._fs.exists(self._owner):
                 for uri, _ in self._fs.walk_nodes(self._owner):
                     meta = self._fs.read_node(uri, include_content=False).metadata
+                    if self._exclude and self._exclude in meta.get(APPLIED_COMMITS_KEY, []):
+                        continue
                     for t in meta.get(TAGS_KEY) or []:
                         if isinstance(t, str):
                             found.setdefault(t, None)

@@ -83,6 +83,9 @@ class Settings(BaseSettings):
 
     # stores
     fs_root: Path = Field(Path("var/fs"), description="root directory of the ContextFS")
+    fs_min_free_mb: int = Field(
+        64, ge=0, description="a commit is refused before writing when less is free on the FS"
+    )
     database_url: str = Field(
         "postgresql://ctxpipe@127.0.0.1:55432/ctxpipe", description="PostgreSQL URL (pgvector)"
     )

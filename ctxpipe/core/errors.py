@@ -71,3 +71,7 @@ class TenancyError(CtxError, PermissionError):
 
     def __init__(self, uri: str, account: str) -> None:
         super().__init__(f"URI {uri} is outside account {account!r}")
+
+
+class FilesystemUnavailableError(CtxError):
+    """The ContextFS cannot take writes (full, below its free-space floor, or read-only)."""

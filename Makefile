@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # Reinstall only when pyproject.toml changed (or the venv is new).
 STAMP := $(VENV)/.ctxpipe-installed
 
-.PHONY: test lint install clean demo
+.PHONY: test lint install clean demo chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,14 @@ demo: $(STAMP)
 	$(BIN)/ctxpipe db migrate
 	$(BIN)/ctxpipe demo
 	$(BIN)/ctxpipe search "how was the Airflow DAG fixed?" -a acme -u alice --agent helper
+
+# No memory lost under faults: >= 200 LoCoMo sessions through a dev stack while worker nodes are
+# SIGKILLed, Redis restarts (once with its data deleted) and PostgreSQL stops; the FS is then
+# compared node by node with a reference built in process (bench/chaos.py --help).
+chaos: export HF_HUB_OFFLINE := 1
+chaos: export TRANSFORMERS_OFFLINE := 1
+chaos: $(STAMP)
+	$(BIN)/python bench/chaos.py --sessions 200
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -10,10 +10,11 @@ goes away — as figures.
    user — each user's sessions in order, users in parallel — by a producer process that imports
    only Celery (bench/_chaos_producer.py: it re-sends a submit until it is answered, then
    follows the ledger).
-3. Meanwhile a fault loop SIGKILLs a whole worker node (parent and pool children, any queue)
-   every few seconds — the supervisor brings it back —, restarts Redis once with its data
-   deleted (every queued message lost), restarts it once normally (the append-only file keeps
-   the queue), and stops PostgreSQL for a while once.
+3. Meanwhile: Redis is restarted right after the first burst of submits (one per user; its
+   append-only file keeps the queue); a fault loop SIGKILLs a whole worker node (parent and
+   pool children, any queue) every few seconds — the supervisor brings it back —, restarts
+   Redis once with its data deleted (every queued message lost) and stops PostgreSQL for a
+   while once.
 4. When every commit is terminal the pipeline settles (outbox drained, one `ctxpipe repair`,
    drained again), and the FS is compared node by node with a reference built from the same
    sessions in process (same commit ids and order, its own FS root and schema): lost, extra
@@ -115,7 +116,7 @@ class Faults(threading.Thread):
         self.stop = threading.Event()
         self.counts: Counter[str] = Counter()
         self.log: list[str] = []
-        self.marks = [(0.2, self.wipe_broker), (0.45, self.restart_broker), (0.65, self.stop_pg)]
+        self.marks = [(0.3, self.wipe_broker), (0.6, self.stop_pg)]
 
     def note(self, what: str) -> None:
         self.log.append(f"{time.strftime('%H:%M:%S')} {what}")
@@ -332,6 +333,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             stack, lambda: finished[0] / total, args.kill_every, args.pg_down, args.seed
         )
         t0 = time.monotonic()
+        time.sleep(1.0)  # every user's first submit is in flight: restart the broker under it
+        faults.restart_broker()
         faults.start()
         producer.wait(timeout=args.commit_timeout * 4)
         faults.stop.set()

@@ -67,6 +67,7 @@ def run_user(app: Celery, cfg: dict[str, Any], sessions: list[dict[str, Any]], o
                 "commit_id": session["commit_id"],
                 "user": session["user_id"],
                 "sends": sends,
+                "submitted_at": round(submitted, 3),
                 "submit_s": round(accepted - submitted, 3),
                 "latency_s": round(done - submitted, 3),
                 **state,

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import shutil
 import signal
@@ -96,13 +95,21 @@ def sessions_for(sample: dict[str, Any], as_b: bool, limit: int) -> list[dict[st
 
 
 def pick_sessions(data: list[dict[str, Any]], total: int) -> dict[str, list[dict[str, Any]]]:
-    per_user = max(1, math.ceil(total / (2 * len(data))))
-    users: dict[str, list[dict[str, Any]]] = {}
+    """`total` sessions (or all there are), spread over the users as evenly as their
+    conversations allow: each user's first sessions, in order."""
+    every: dict[str, list[dict[str, Any]]] = {}
     for sample in data:
         for as_b in (False, True):
-            sessions = sessions_for(sample, as_b, per_user)
-            users[f"{sessions[0]['account_id']}/{sessions[0]['user_id']}"] = sessions
-    return users
+            sessions = sessions_for(sample, as_b, 10_000)
+            every[f"{sessions[0]['account_id']}/{sessions[0]['user_id']}"] = sessions
+    taken = dict.fromkeys(every, 0)
+    left = min(total, sum(len(s) for s in every.values()))
+    while left:
+        for user, sessions in every.items():
+            if left and taken[user] < len(sessions):
+                taken[user] += 1
+                left -= 1
+    return {user: every[user][:n] for user, n in taken.items() if n}
 
 
 # ------------------------------------------------------------------ faults
@@ -258,6 +265,38 @@ def compare_replica(fs_root: Path, url: str, schema: str) -> dict[str, int]:
     }
 
 
+def slow_commits(
+    results: list[dict[str, Any]], url: str, schema: str, over_s: float = 30.0
+) -> list[dict[str, Any]]:
+    """The commits slower than `over_s`, with what the ledger says of them (timings, attempts,
+    re-drives): where a slow commit spent its time."""
+    slow = sorted(
+        (r for r in results if r.get("latency_s", 0) > over_s), key=lambda r: -r["latency_s"]
+    )[:10]
+    out = []
+    with psycopg.connect(url, connect_timeout=5) as conn:
+        for r in slow:
+            row = conn.execute(
+                f"SELECT timings, attempts FROM {schema}.commits WHERE commit_id = %s",
+                (r["commit_id"],),
+            ).fetchone()
+            submitted = r.get("submitted_at", 0.0)
+            timings = {
+                k: round(v - submitted, 1) if k.endswith("_at") and isinstance(v, float) else v
+                for k, v in (row[0] if row else {}).items()
+            }
+            out.append(
+                {
+                    "commit_id": r["commit_id"],
+                    "latency_s": r["latency_s"],
+                    "submitted_at": time.strftime("%H:%M:%S", time.localtime(submitted)),
+                    "timings": timings,
+                    "attempts": row[1] if row else None,
+                }
+            )
+    return out
+
+
 def build_reference(settings: Settings, users: dict[str, list[dict[str, Any]]]) -> Path:
     ref = settings.model_copy(
         update={"fs_root": settings.var_dir / "ref-fs", "db_schema": REF_SCHEMA}
@@ -355,6 +394,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         wait_idle(settings.database_url, settings.db_schema, 600)
         settle_s = time.monotonic() - t1
         replica = compare_replica(settings.fs_root, settings.database_url, settings.db_schema)
+        slow = slow_commits(results, settings.database_url, settings.db_schema)
         stack.down(timeout=10)  # the reference runs alone (the stack's PostgreSQL restarts)
         stack.postgres.start()
         print("building the reference in process", flush=True)
@@ -389,6 +429,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "differing": fs["differing"],
                 },
                 "replica": replica,
+                "slowest": slow,
             }
         )
     finally:
@@ -450,6 +491,8 @@ def report(out: dict[str, Any]) -> None:
     print()
     for k, v in rows:
         print(f"{k:<{width}}  {v}")
+    for s in out.get("slowest", []):
+        print(f"slow: {json.dumps(s)}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,10 +22,12 @@ class CommitTask(Task):
 
     abstract = True
     autoretry_for = (steps.TransientStepError,)
+    # backoff 1, 2, 4 … 30 s with full jitter: ten tries span ~1.5 min on average, so an outage
+    # of PostgreSQL or Redis of a minute is ridden out without the sweeper
     retry_backoff = 1
-    retry_backoff_max = 60
+    retry_backoff_max = 30
     retry_jitter = True
-    max_retries = 6
+    max_retries = 10
     acks_late = True
     reject_on_worker_lost = True
 
@@ -47,12 +49,19 @@ class CommitTask(Task):
             n = context.count_delivery(self.settings, self.request.id, self.request.retries)
         except (redis.RedisError, OSError) as exc:  # a broker hiccup: retry, don't fail
             raise steps.TransientStepError(phase, exc) from exc
-        if n > 1 or self.request.retries:
-            self.ledger().bump_attempt(commit_id, phase)
-        if n > context.MAX_DELIVERIES:
-            msg = f"{self.name} was delivered {n} times without finishing (worker lost)"
-            self.ledger().fail(commit_id, phase, msg)
-            raise CommitError(msg, phase=phase)
+        try:  # PostgreSQL down at task start: retry like any step, never drop the commit
+            if n > 1 or self.request.retries:
+                self.ledger().bump_attempt(commit_id, phase)
+            if n > context.MAX_DELIVERIES:
+                msg = f"{self.name} was delivered {n} times without finishing (worker lost)"
+                self.ledger().fail(commit_id, phase, msg)
+                raise CommitError(msg, phase=phase)
+        except CommitError:
+            raise
+        except Exception as exc:
+            if steps.is_transient(exc):
+                raise steps.TransientStepError(phase, exc) from exc
+            raise
 
 
 def _task(name: str, **kw: Any):  # type: ignore[no-untyped-def]

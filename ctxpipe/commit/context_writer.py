@@ -46,13 +46,14 @@ class ContextWriter:
                 vocab.find_tags("")  # load now
                 self._vocabularies[str(owner)] = vocab
 
-    def _tags(self, uri: CtxURI, text: str, existing: list[str]) -> list[str]:
+    def _tags(self, uri: CtxURI, text: str, existing: list[str], commit_id: str) -> list[str]:
         owner = _owner_of(uri)
         assert owner is not None
         with self._lock:
             vocab = self._vocabularies.get(str(owner))
             if vocab is None:
-                vocab = self._vocabularies[str(owner)] = OwnerTagVocabulary(self._fs, owner)
+                vocab = OwnerTagVocabulary(self._fs, owner, exclude_commit=commit_id)
+                self._vocabularies[str(owner)] = vocab
         return choose_tags(text, vocab, existing)
 
     def apply_plan(self, ctx: RequestContext, plan: WritePlan, commit_id: str) -> WriteResult:
@@ -133,7 +134,7 @@ class ContextWriter:
                 patch.get("content", ""),
             )
         )
-        metadata[TAGS_KEY] = self._tags(uri, text, old_tags)
+        metadata[TAGS_KEY] = self._tags(uri, text, old_tags, commit_id)
         return ContextNode(
             uri=str(uri.node),
             parent_uri=str(uri.parent.node),

@@ -101,8 +101,10 @@ class OwnerTagVocabulary:
         self._tags: list[str] | None = None
 
     def _load(self) -> list[str]:
-        """`exclude_commit`: nodes that commit already wrote are left out, so a commit run
-        again after a failed write phase chooses the tags its first attempt chose."""
+        """With `exclude_commit` this is the vocabulary as it was before that commit: nodes the
+        commit already wrote are left out (a commit run again after a failed write phase
+        chooses the tags its first attempt chose) and the tags it chooses are not added (its
+        nodes, written concurrently, choose alike whatever order they finish in)."""
         if self._tags is None:
             found: dict[str, None] = {}
             if self._fs.exists(self._owner):
@@ -120,6 +122,8 @@ class OwnerTagVocabulary:
         return [t for t in self._load() if t.startswith(prefix)][:limit]
 
     def add(self, tags: Iterable[str]) -> None:
+        if self._exclude:
+            return
         known = self._load()
         for t in tags:
             if t not in known:

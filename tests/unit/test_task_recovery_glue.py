@@ -32,6 +32,27 @@ def test_a_redis_error_when_counting_the_delivery_is_transient(
     assert steps.TransientStepError in plan.autoretry_for
 
 
+def test_postgres_down_when_a_retried_task_records_its_attempt_is_transient(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import psycopg
+
+    class Ledger:
+        def bump_attempt(self, *_a: Any) -> int:
+            raise psycopg.OperationalError("connection refused")
+
+    monkeypatch.setattr(context, "count_delivery", lambda *_a, **_k: 1)
+    from tasks.commit import CommitTask
+
+    monkeypatch.setattr(CommitTask, "ledger", lambda self: Ledger())
+    archive.push_request(id="task-1", retries=2)  # a retry: its attempt is recorded first
+    try:
+        with pytest.raises(steps.TransientStepError, match="connection refused"):
+            archive.guard("c-1")
+    finally:
+        archive.pop_request()
+
+
 @pytest.mark.parametrize(
     ("name", "args", "expected"),
     [

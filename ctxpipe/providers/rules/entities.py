@@ -315,6 +315,14 @@ def _sentence_line(m: Mention, session_time: Any) -> tuple[str, str]:
 
 def extract_entities(messages: list[Msg], session_time: Any) -> list[dict[str, Any]]:
     memories: list[dict[str, Any]] = []
+    lines: dict[tuple[str, str], tuple[str, str]] = {}  # a sentence is told once, whoever it names
+
+    def line_of(m: Mention) -> tuple[str, str]:
+        key = (m.msg.id, m.sentence)
+        if key not in lines:
+            lines[key] = _sentence_line(m, session_time)
+        return lines[key]
+
     for ent in collect(messages).values():
         # an entity needs a statement of the user about it, not only a question
         stated = [m for m in ent.mentions if m.msg.is_user and not _is_question(m.sentence)]
@@ -331,7 +339,7 @@ def extract_entities(messages: list[Msg], session_time: Any) -> list[dict[str, A
         content: list[str] = []
         refs: list[str] = []
         for m in sorted(ent.mentions, key=lambda x: x.msg.index):
-            told, quote = _sentence_line(m, session_time)
+            told, quote = line_of(m)
             if told.lower() in seen:
                 continue
             seen.add(told.lower())

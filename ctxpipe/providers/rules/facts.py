@@ -8,6 +8,7 @@ accumulate, and opposite polarities on the same object ("likes X" / "dislikes X"
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -85,8 +86,10 @@ class Fact:
         return out
 
 
+@functools.lru_cache(maxsize=65536)
 def split_predicate(text: str) -> tuple[str, str]:
-    """('works as', 'a data engineer at Acme') — or ('key', value) for 'key: value' lines."""
+    """('works as', 'a data engineer at Acme') — or ('key', value) for 'key: value' lines.
+    Cached: merging compares every new line with every old one."""
     low = text.lower()
     for p in PREDICATES:
         if low.startswith(p + " "):
@@ -143,12 +146,17 @@ def polarity(predicate: str) -> int:
     return 0
 
 
-def fact_tokens(fact: Fact) -> set[str]:
-    return set(content_tokens(fact.text))
+@functools.lru_cache(maxsize=65536)
+def _token_set(text: str) -> frozenset[str]:
+    return frozenset(content_tokens(text))
 
 
-def object_tokens(fact: Fact) -> set[str]:
-    return set(content_tokens(fact.obj))
+def fact_tokens(fact: Fact) -> frozenset[str]:
+    return _token_set(fact.text)
+
+
+def object_tokens(fact: Fact) -> frozenset[str]:
+    return _token_set(fact.obj)
 
 
 def synthesize(subject: str, facts: list[Fact], max_chars: int = 240) -> str:

@@ -13,8 +13,11 @@ twice yields exactly the same abstract/overview/content as merging it once.
 
 from __future__ import annotations
 
-import copy
+import dataclasses
+import heapq
+import math
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from ctxpipe.providers.rules.facts import (
@@ -32,6 +35,7 @@ from ctxpipe.providers.rules.text import containment, jaccard
 
 CHOICE_PREDICATES = frozenset({"prefers", "would rather"})
 REPLACE_KEYS = frozenset({"usage:"})  # counters: the newest value simply replaces the old one
+NEAR_JACCARD = 0.8  # two lines sharing this much of their words say the same thing
 
 
 def near_identical(old: Fact, new: Fact) -> bool:
@@ -42,7 +46,7 @@ def near_identical(old: Fact, new: Fact) -> bool:
     a, b = fact_tokens(old), fact_tokens(new)
     if not a or not b:
         return old.text.strip().lower() == new.text.strip().lower()
-    return jaccard(a, b) >= 0.8 or containment(b, a) == 1.0
+    return jaccard(a, b) >= NEAR_JACCARD or containment(b, a) == 1.0
 
 
 def _short_name(text: str) -> bool:
@@ -74,31 +78,98 @@ def _describe(old: Fact, new: Fact) -> str:
     return f'{pred}: "{old_v}" → "{new_v}"'
 
 
+def _copy(f: Fact) -> Fact:
+    return dataclasses.replace(f, refs=list(f.refs))
+
+
+class _FactIndex:
+    """Where the lines that can match a new line are, so that a merge compares a new line only
+    with the old lines sharing a word, an attribute group or an exact text with it — not with
+    every old line (a node of a thousand lines merges in linear time, not quadratic)."""
+
+    def __init__(self, facts: list[Fact]) -> None:
+        self.facts = facts
+        self.by_token: dict[str, list[int]] = {}
+        self.by_obj_token: dict[str, list[int]] = {}
+        self.by_text: dict[str, list[int]] = {}
+        self.by_group: dict[str, list[int]] = {}
+        self.choices: list[int] = []
+        for i, f in enumerate(facts):
+            self._add(i, f)
+
+    def _add(self, i: int, f: Fact) -> None:
+        for t in fact_tokens(f):
+            self.by_token.setdefault(t, []).append(i)
+        pol = polarity(f.predicate)
+        if pol:  # only opposite polarities conflict by their objects' words
+            for t in object_tokens(f):
+                self.by_obj_token.setdefault(f"{pol}:{t}", []).append(i)
+        self.by_text.setdefault(f.text.strip().lower(), []).append(i)
+        group = group_of(f.predicate)
+        if group is not None:
+            self.by_group.setdefault(group, []).append(i)
+        if f.predicate in CHOICE_PREDICATES:
+            self.choices.append(i)
+
+    def append(self, f: Fact) -> None:
+        self.facts.append(f)
+        self._add(len(self.facts) - 1, f)
+
+    def near(self, n: Fact) -> Iterator[Fact]:
+        """The lines `near_identical` could hold true for, in order, lazily (a caller that
+        wants the first match stops there)."""
+        tokens = sorted(fact_tokens(n), key=lambda t: (len(self.by_token.get(t, ())), t))
+        # prefix filter: a line sharing >= 80% of n's words (Jaccard >= 0.8 implies it) or all
+        # of them holds at least one of n's `len - ceil(0.8 len) + 1` rarest words
+        keep = len(tokens) - math.ceil(NEAR_JACCARD * len(tokens)) + 1
+        lists = [self.by_token.get(t, []) for t in tokens[:keep]]
+        lists.append(self.by_text.get(n.text.strip().lower(), []))  # a line without words
+        last = -1
+        for i in heapq.merge(*lists):  # each list is in index order
+            if i != last:
+                last = i
+                yield self.facts[i]
+
+    def conflicting(self, n: Fact) -> list[int]:
+        """Indexes of the lines `conflicts_with` could hold true for, in order."""
+        found: set[int] = set()
+        group = group_of(n.predicate)
+        if group is not None:
+            found.update(self.by_group.get(group, ()))
+        pol = polarity(n.predicate)
+        if pol:
+            for t in object_tokens(n):
+                found.update(self.by_obj_token.get(f"{-pol}:{t}", ()))
+        if n.predicate in CHOICE_PREDICATES:
+            found.update(self.choices)
+        return sorted(found)
+
+
 def merge_facts(old: list[Fact], new: list[Fact]) -> tuple[list[Fact], list[str], int, int]:
     """(merged lines, conflicts, lines added, duplicates folded)."""
-    result = [copy.deepcopy(f) for f in old]
+    index = _FactIndex([_copy(f) for f in old])
     conflicts: list[str] = []
     added = folded = 0
     incoming_texts = {f.text.lower() for f in new}
     for incoming in _settle(new):
-        n = copy.deepcopy(incoming)
+        n = _copy(incoming)
         if not n.text:
             continue
         if n.superseded:  # history carried by the new bundle: keep once
-            if any(r.superseded and near_identical(r, n) for r in result):
+            if any(r.superseded and near_identical(r, n) for r in index.near(n)):
                 continue
-            same = next((r for r in result if r.active and near_identical(r, n)), None)
+            same = next((r for r in index.near(n) if r.active and near_identical(r, n)), None)
             if same is not None:
                 same.refs.extend(r for r in n.refs if r not in same.refs)
             else:
-                result.append(n)
+                index.append(n)
             continue
-        dup = next((r for r in result if r.active and near_identical(r, n)), None)
+        dup = next((r for r in index.near(n) if r.active and near_identical(r, n)), None)
         if dup is None:  # old news: what superseded this line arrives in the same bundle
             dup = next(
                 (
                     r
-                    for r in result
+                    for r in index.near(n)
                     if r.superseded and _superseder(r) in incoming_texts and near_identical(r, n)
                 ),
                 None,
@@ -109,17 +180,18 @@ def merge_facts(old: list[Fact], new: list[Fact]) -> tuple[list[Fact], list[str]
             folded += 1
             continue
         if n.predicate in REPLACE_KEYS:
-            result = [r for r in result if r.predicate != n.predicate]
-            result.append(n)
+            kept = [r for r in index.facts if r.predicate != n.predicate]
+            index = _FactIndex([*kept, n])
             added += 1
             continue
-        for r in result:
+        for i in index.conflicting(n):
+            r = index.facts[i]
             if r.active and conflicts_with(r, n):
                 r.superseded = n.text
                 conflicts.append(_describe(r, n))
-        result.append(n)
+        index.append(n)
         added += 1
-    return result, conflicts, added, folded
+    return index.facts, conflicts, added, folded
 
 
 def _superseder(fact: Fact) -> str:
@@ -128,10 +200,14 @@ def _superseder(fact: Fact) -> str:
 
 def _settle(facts: list[Fact]) -> list[Fact]:
     """Resolve contradictions inside one bundle first: the later line wins."""
-    out = [copy.deepcopy(f) for f in facts]
+    out = [_copy(f) for f in facts]
+    index = _FactIndex(out)
     for i, f in enumerate(out):
-        for g in out[i + 1 :]:
-            if f.active and g.active and not near_identical(f, g) and conflicts_with(f, g):
+        if not f.active:
+            continue
+        for j in index.conflicting(f):  # g conflicts with f only if f could conflict with g
+            g = out[j]
+            if j > i and g.active and not near_identical(f, g) and conflicts_with(f, g):
                 f.superseded = g.text
                 break
     return out

@@ -67,7 +67,7 @@ def _is_chitchat(sentence: str) -> bool:
     return not toks or all(t in CHITCHAT or t in STOPWORDS for t in toks)
 
 
-def _score(msg: Msg, sentence: str, weights: dict[str, float]) -> float:
+def _score(msg: Msg, sentence: str, weights: dict[str, float], problems: set[str]) -> float:
     toks = set(content_tokens(sentence))
     if not toks or _is_chitchat(sentence):
         return 0.0
@@ -76,7 +76,7 @@ def _score(msg: Msg, sentence: str, weights: dict[str, float]) -> float:
         score *= 1.15
     if DECISION_RE.search(sentence) and not is_question(sentence):
         score *= 1.2
-    if EXCEPTION_RE.search(sentence) or sentence in problem_sentences(msg):
+    if EXCEPTION_RE.search(sentence) or sentence in problems:
         score *= 1.2
     if len(toks) < 3:
         score *= 0.4
@@ -84,10 +84,11 @@ def _score(msg: Msg, sentence: str, weights: dict[str, float]) -> float:
 
 
 def summary_text(messages: list[Msg], weights: dict[str, float], budget_words: int) -> str:
+    talk = [m for m in messages if m.role in ("user", "assistant")]
+    problems = {m.index: set(problem_sentences(m)) for m in talk}  # once per message
     scored = [
-        (_score(m, s, weights), m.index, i, m, s)
-        for m in messages
-        if m.role in ("user", "assistant")
+        (_score(m, s, weights, problems[m.index]), m.index, i, m, s)
+        for m in talk
         for i, s in enumerate(m.sentences)
     ]
     chosen: list[tuple[int, int, Msg, str]] = []

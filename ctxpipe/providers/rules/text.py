@@ -89,8 +89,15 @@ def strip_code(text: str) -> tuple[str, list[str]]:
     return prose, blocks
 
 
+# A "sentence" longer than this (no punctuation for pages, or "A. A. A. …") is cut at word
+# boundaries into pieces of at most this length: every rule then works on bounded text, so the
+# provider's time grows linearly with the size of a message.
+MAX_SENTENCE_CHARS = 600
+
+
 def split_sentences(text: str) -> list[str]:
-    """Sentences of `text` (code fences dropped). Lines are hard breaks; bullets/numbers kept."""
+    """Sentences of `text` (code fences dropped). Lines are hard breaks; bullets/numbers kept;
+    none longer than `MAX_SENTENCE_CHARS`."""
     prose, _ = strip_code(text)
     out: list[str] = []
     for line in prose.splitlines():
@@ -98,16 +105,43 @@ def split_sentences(text: str) -> list[str]:
         if not line:
             continue
         pieces = [p for p in _SENT_END_RE.split(line) if p and p.strip()]
-        merged: list[str] = []
+        merged: list[list[str]] = []
+        size = 0
         for piece in pieces:
             piece = piece.strip()
-            if merged and _ends_with_abbreviation(merged[-1]):
-                merged[-1] = f"{merged[-1]} {piece}"
-            elif merged and piece[:1].islower() and not _is_cjk(piece[:1]):
-                merged[-1] = f"{merged[-1]} {piece}"
+            joins = merged and size + len(piece) < MAX_SENTENCE_CHARS
+            if joins and (
+                _ends_with_abbreviation(merged[-1][-1])
+                or (piece[:1].islower() and not _is_cjk(piece[:1]))
+            ):
+                merged[-1].append(piece)
+                size += len(piece) + 1
             else:
-                merged.append(piece)
-        out.extend(m for m in merged if any(ch.isalnum() for ch in m))
+                merged.append([piece])
+                size = len(piece)
+        for parts in merged:
+            sentence = " ".join(parts)
+            if any(ch.isalnum() for ch in sentence):
+                out.extend(cut_long(sentence))
+    return out
+
+
+def cut_long(sentence: str, limit: int = MAX_SENTENCE_CHARS) -> list[str]:
+    """`sentence` in pieces of at most `limit` characters, cut at whitespace when there is
+    some in the second half of a piece (else hard)."""
+    if len(sentence) <= limit:
+        return [sentence]
+    out: list[str] = []
+    start = 0
+    while start < len(sentence):
+        end = min(start + limit, len(sentence))
+        if end < len(sentence):
+            space = sentence.rfind(" ", start + limit // 2, end)
+            end = space if space > start else end
+        piece = sentence[start:end].strip()
+        if piece and any(ch.isalnum() for ch in piece):
+            out.append(piece)
+        start = end
     return out
 
 

@@ -10,6 +10,7 @@ contains no turn and cites none.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -167,6 +168,30 @@ def split_units(text: str, chunk_refs: Sequence[str], *, derived: bool) -> list[
     return units
 
 
+def chunk_lines(text: str, chunk_refs: Sequence[str], context_type: str | None) -> list[Unit]:
+    """The lines of a chunk that find ranks. A line that cites nothing inside a chunk that
+    cites turns (an archive's summary) is left out: it cannot be traced to a turn."""
+    refs = [str(x) for x in chunk_refs]
+    derived = (context_type or "memory") != "session"
+    return [u for u in split_units(text, refs, derived=derived) if not refs or u.refs]
+
+
+def unit_texts(text: str, chunk_refs: Sequence[str], context_type: str | None) -> list[str]:
+    """The distinct texts of the lines and sentences of a chunk that find ranks (what the
+    index embeds next to the chunk)."""
+    out: dict[str, None] = {}
+    for line in chunk_lines(text, chunk_refs, context_type):
+        out[line.text] = None
+        for s in line.sentences():
+            out[s.text] = None
+    return list(out)
+
+
+def unit_key(text: str) -> str:
+    """The key of a unit's stored vector: 128-bit BLAKE2b of its text, hex."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
 def lexical_score(unit_text: str, weights: dict[str, float]) -> float:
     """Sum of the weights of query terms (stemmed) that occur in the unit."""
     if not weights:
@@ -180,10 +205,13 @@ __all__ = [
     "Unit",
     "bm25_idf",
     "bm25_tokens",
+    "chunk_lines",
     "lexical_score",
     "query_terms",
     "split_units",
     "stem",
     "tsquery_or",
+    "unit_key",
+    "unit_texts",
     "words",
 ]

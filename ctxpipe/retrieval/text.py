@@ -15,6 +15,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are aren't as at be because been
@@ -38,10 +39,11 @@ _LINE_RE = re.compile(r"^\[([^\]]+)\]\s+(user|assistant|system|tool)(?:\s+\(([^)
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
+@lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
     """A light English stemmer (plurals, -ing, -ed, final e, -ly), only used to match query
     words against unit words: ``sunrises``/``sunrise``, ``painted``/``painting``,
-    ``running``/``run`` meet."""
+    ``running``/``run`` meet. Cached: find stems the words of every candidate unit."""
     w = word.lower()
     if len(w) <= 3:
         return w
@@ -115,7 +117,13 @@ class Unit:
 
 def bm25_tokens(text: str) -> list[str]:
     """Stemmed content words (the lexical view of a unit or a query)."""
-    return [stem(w) for w in words(text) if len(w) > 1 and w not in STOPWORDS]
+    return list(_bm25_tokens(text))
+
+
+@lru_cache(maxsize=20_000)
+def _bm25_tokens(text: str) -> tuple[str, ...]:
+    """Cached: the units of the candidate chunks recur across queries."""
+    return tuple(stem(w) for w in words(text) if len(w) > 1 and w not in STOPWORDS)
 
 
 def _qualify(ids: Iterable[str], chunk_refs: Sequence[str]) -> list[str]:

@@ -119,7 +119,8 @@ def queue_events(rt: Runtime, nodes: list[ContextNode]) -> None:
 def reset(url: str, schema: str) -> None:
     with psycopg.connect(url) as conn:
         conn.execute(
-            f"TRUNCATE {schema}.context_chunks, {schema}.context_nodes, "  # noqa: S608
+            f"TRUNCATE {schema}.chunk_units, {schema}.context_chunks, "  # noqa: S608
+            f"{schema}.context_nodes, "
             f"{schema}.relation_edges"
         )
         conn.execute(

@@ -33,7 +33,7 @@ from _stack import local_stack, start_worker
 
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
-from ctxpipe.core.config import Settings
+from ctxpipe.core.config import ChunkingConfig, Settings
 from ctxpipe.core.session import SessionInput
 from ctxpipe.index.worker import IndexWorker
 from ctxpipe.runtime import Runtime
@@ -199,6 +199,12 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=None, help="locomo_dev.json (read in place)")
     ap.add_argument("--conversations", type=int, default=2)
     ap.add_argument("--no-celery", action="store_true")
+    ap.add_argument(
+        "--without-unit-vectors",
+        action="store_true",
+        help="also ingest in process on a fresh stack with CTXPIPE_CHUNKING__UNIT_VECTORS=false "
+        "(the cost of embedding the lines and sentences find ranks at index time)",
+    )
     args = ap.parse_args()
     samples = _locomo.load(args.data)[: args.conversations]
     convs = [_locomo.session_inputs(s) for s in samples]
@@ -210,6 +216,10 @@ def main() -> None:
     with local_stack([]) as settings:
         proc = in_process(settings, sessions)
         base = bare(settings, sessions)
+    no_units = None
+    if args.without_unit_vectors:
+        with local_stack([], chunking=ChunkingConfig(unit_vectors=False)) as settings:
+            no_units = in_process(settings, sessions)
     cel = None if args.no_celery else through_celery(convs)
 
     per100 = 100.0 / proc["turns"]
@@ -218,6 +228,12 @@ def main() -> None:
     print(f"{'bare (embed + insert each turn)':34}{base['turns_per_s']:10.1f}{1.0:9.2f}")
     ratio = proc["turns_per_s"] / base["turns_per_s"]
     print(f"{'ctxpipe in process':34}{proc['turns_per_s']:10.1f}{ratio:9.2f}")
+    if no_units:
+        print(
+            f"{'  without unit vectors':34}{no_units['turns_per_s']:10.1f}"
+            f"{no_units['turns_per_s'] / base['turns_per_s']:9.2f}"
+            f"   (embeddings per turn {no_units['embeddings'] / no_units['turns']:.2f})"
+        )
     if cel:
         print(
             f"{'ctxpipe through Celery':34}{cel['turns_per_s']:10.1f}"

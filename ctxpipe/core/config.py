@@ -72,6 +72,9 @@ class ForgettingConfig(BaseModel):
 class ChunkingConfig(BaseModel):
     chunk_tokens: int = Field(200, ge=16)
     chunk_overlap_tokens: int = Field(32, ge=0)
+    unit_vectors: bool = Field(
+        True, description="embed the lines and sentences find ranks when a node is indexed"
+    )
 
 
 class Settings(BaseSettings):

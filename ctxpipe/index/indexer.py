@@ -7,6 +7,11 @@ version is never overwritten by an older one (refused) unless the caller forces 
 Absent → its replica rows (node, chunks, outgoing edges) are deleted. The texts of the whole
 batch are embedded together in batches of the embedder's batch size, and every row of the batch
 is written in one transaction (`ReplicaStore.write`).
+
+Unit vectors: every line and sentence `find` ranks inside a chunk (`unit_texts`) is embedded
+with the chunk and stored next to it, keyed by a hash of its text; a unit whose text is a chunk
+text takes that chunk's vector, and unchanged units of an updated or moved node keep their
+stored vectors (`ChunkingConfig.unit_vectors` turns this off).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from ctxpipe.fs import ContextFS, FSRelationStore
 from ctxpipe.index.chunker import DocumentChunker
 from ctxpipe.index.replica import NodeState, NodeWrite, ReplicaStore
 from ctxpipe.providers.base import Embedder
+from ctxpipe.retrieval.text import unit_key, unit_texts
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +48,9 @@ class SyncReport:
     absent: list[str] = field(default_factory=list)  # neither on FS nor in the replica
     relations: int = 0
     chunks: int = 0
-    embedded: int = 0  # texts run through the model (unchanged texts reuse their vectors)
+    embedded: int = 0  # chunk texts run through the model (unchanged texts reuse their vectors)
+    units: int = 0  # unit vectors written
+    units_embedded: int = 0  # unit texts run through the model (the rest reused a vector)
     errors: dict[str, BaseException] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -84,6 +92,10 @@ class Indexer:
         if self._chunker is None:
             self._chunker = DocumentChunker(self.embedder, self._chunking)
         return self._chunker
+
+    @property
+    def unit_vectors(self) -> bool:
+        return bool(self._chunking.unit_vectors)
 
     @property
     def model_name(self) -> str:
@@ -158,12 +170,16 @@ class Indexer:
         report.add_time("decide", started)
 
         reuse = dict(reuse or {})
+        unit_reuse: dict[str, Any] = {}
         if to_index and not force:  # an updated node: its unchanged texts keep their vectors
             started = time.perf_counter()
             stored = self.replica.chunk_vectors([n.uri for n in to_index], self.model_name)
             reuse = {**stored, **reuse}
+            if self.unit_vectors:  # the deleted rows too: a move's units keep their vectors
+                from_uris = [n.uri for n in to_index] + deletes
+                unit_reuse = self.replica.unit_vectors(from_uris, self.model_name)
             report.add_time("reuse", started)
-        writes = self._prepare(to_index, report, reuse)
+        writes = self._prepare(to_index, report, reuse, unit_reuse)
         started = time.perf_counter()
         written, deleted = self.replica.write(writes, deletes, rewrite=force, replace=replace_set)
         report.add_time("write", started)
@@ -178,9 +194,14 @@ class Indexer:
         return report
 
     def _prepare(
-        self, nodes: list[ContextNode], report: SyncReport, reuse: dict[str, Any]
+        self,
+        nodes: list[ContextNode],
+        report: SyncReport,
+        reuse: dict[str, Any],
+        unit_reuse: dict[str, Any] | None = None,
     ) -> list[NodeWrite]:
-        """Chunk every node, then embed all new texts of the batch together."""
+        """Chunk every node, then embed all new texts of the batch (chunks and units)
+        together."""
         started = time.perf_counter()
         chunked: list[tuple[ContextNode, list[ChunkRecord]]] = []
         for node in nodes:
@@ -202,14 +223,42 @@ class Indexer:
                 if c.text_content not in reuse
             )
         )
-        vectors = dict(zip(texts, self.embedder.encode(texts), strict=True)) if texts else {}
+        units = self._unit_texts(chunked) if self.unit_vectors else {}
+        by_key = dict(unit_reuse or {})
+        chunk_texts = {**reuse, **dict.fromkeys(texts)}
+        new_units = [
+            u
+            for u in dict.fromkeys(u for per_chunk in units.values() for u in per_chunk)
+            if u not in chunk_texts and unit_key(u) not in by_key
+        ]
+        batch = texts + new_units
+        vectors = dict(zip(batch, self.embedder.encode(batch), strict=True)) if batch else {}
         report.embedded += len(texts)
+        report.units_embedded += len(new_units)
         report.add_time("embed", started)
         writes = []
         for node, chunks in chunked:
             vecs = [vectors.get(c.text_content, reuse.get(c.text_content)) for c in chunks]
-            writes.append(NodeWrite(node, chunks, vecs))
+            per_chunk: list[list[tuple[str, Any]]] = []
+            for c in chunks:
+                row = []
+                for u in units.get(c.chunk_id, []):
+                    key = unit_key(u)
+                    vec = vectors.get(u, reuse.get(u))
+                    row.append((key, by_key[key] if vec is None else vec))
+                per_chunk.append(row)
+                report.units += len(row)
+            writes.append(NodeWrite(node, chunks, vecs, per_chunk))
         return writes
+
+    @staticmethod
+    def _unit_texts(chunked: list[tuple[ContextNode, list[ChunkRecord]]]) -> dict[str, list[str]]:
+        """The unit texts of each chunk (by chunk id)."""
+        return {
+            c.chunk_id: unit_texts(c.text_content, c.source_refs, c.context_type)
+            for _, chunks in chunked
+            for c in chunks
+        }
 
     # ------------------------------------------------------------------ relations
     def sync_relations(self, uris: Iterable[str], report: SyncReport | None = None) -> SyncReport:

@@ -1,11 +1,12 @@
-"""ReplicaStore: the SQL side of the index replica (`context_nodes`, `context_chunks`,
-`relation_edges`, `repair_runs`). Set-based: one round trip per statement for a whole batch,
-chunks written with binary COPY. Nothing here reads the FS or runs the model."""
+"""ReplicaStore: the SQL side of the index replica (`context_nodes`, `context_chunks` with the
+vectors of their units in `chunk_units`, `relation_edges`, `repair_runs`). Set-based: one round
+trip per statement for a whole batch, chunks and units written with binary COPY. Nothing here
+reads the FS or runs the model."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -52,6 +53,8 @@ class NodeWrite:
     node: ContextNode
     chunks: list[ChunkRecord]
     vectors: list[Any]  # one vector per chunk (list[float] or numpy array)
+    # per chunk: (unit_key, vector) of each distinct line/sentence text find ranks
+    units: list[list[tuple[str, Any]]] = field(default_factory=list)
 
 
 def like_prefix(uri: str) -> str:
@@ -129,11 +132,26 @@ class ReplicaStore:
             ).fetchall()
         return {text: as_array(vec) for text, vec in rows}
 
+    def unit_vectors(self, uris: Sequence[str], model: str) -> dict[str, Any]:
+        """Stored unit vectors by unit key, of the chunks of `uris` embedded by `model`."""
+        if not uris:
+            return {}
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self._q["index_unit_vectors"], {"uris": list(uris), "model": model}, binary=True
+            ).fetchall()
+        return {key: as_array(vec) for key, vec in rows}
+
     def counts(self) -> dict[str, int]:
         with self.db.connection() as conn:
             row = conn.execute(self._q["index_counts"]).fetchone()
-        nodes, chunks, edges = row if row else (0, 0, 0)
-        return {"nodes": int(nodes), "chunks": int(chunks), "edges": int(edges)}
+        nodes, chunks, edges, units = row if row else (0, 0, 0, 0)
+        return {
+            "nodes": int(nodes),
+            "chunks": int(chunks),
+            "edges": int(edges),
+            "units": int(units),
+        }
 
     def vector_dimension(self) -> int | None:
         """The declared size of ``context_chunks.embedding`` (None: table or column missing)."""
@@ -172,8 +190,8 @@ class ReplicaStore:
         rewrite: bool = False,
         replace: Iterable[str] = (),
     ) -> tuple[set[str], set[str]]:
-        """In ONE transaction: upsert node rows, replace the chunks of every row actually
-        written, delete the rows (chunks, outgoing edges) of `deletes`.
+        """In ONE transaction: upsert node rows, replace the chunks (and their unit vectors) of
+        every row actually written, delete the rows (chunks, outgoing edges) of `deletes`.
 
         A row is never replaced by an older version; the same version is replaced when its
         content differs or with `rewrite` (reindex). `replace`: URIs whose row may go back to
@@ -186,6 +204,7 @@ class ReplicaStore:
             if written:
                 conn.execute(self._q["index_delete_chunks"], {"uris": sorted(written)})
                 self._copy_chunks(conn, [w for w in writes if w.node.uri in written])
+                self._copy_units(conn, [w for w in writes if w.node.uri in written])
             if deletes:
                 uris = sorted(set(deletes))
                 rows = conn.execute(self._q["index_delete_nodes"], {"uris": uris}).fetchall()
@@ -258,6 +277,16 @@ class ReplicaStore:
                             w.node.version,
                         )
                     )
+
+    def _copy_units(self, conn: psycopg.Connection[Any], writes: Sequence[NodeWrite]) -> None:
+        if not any(w.units for w in writes):
+            return
+        with conn.cursor() as cur, cur.copy(self._q["index_copy_units"]) as copy:
+            copy.set_types(["varchar", "varchar", "vector"])
+            for w in writes:
+                for chunk, units in zip(w.chunks, w.units, strict=True):
+                    for key, vec in units:
+                        copy.write_row((chunk.chunk_id, key, as_array(vec)))
 
     def replace_edges(self, edges_by_uri: dict[str, list[RelationEdge]]) -> int:
         """Make the replica edges of each source URI exactly the given ones (one transaction)."""

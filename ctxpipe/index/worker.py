@@ -57,7 +57,8 @@ class IndexBatchResult(BaseModel):
     deleted: int = 0
     relations: int = 0
     chunks: int = 0
-    embedded: int = 0
+    embedded: int = 0  # chunk texts run through the model
+    units_embedded: int = 0  # unit (line, sentence) texts run through the model
     more: bool = False  # drain stopped on its budget with events possibly still due
     errors: dict[str, str] = Field(default_factory=dict)  # event id -> error
     timings_ms: dict[str, int] = Field(default_factory=dict)
@@ -259,6 +260,7 @@ class IndexWorker:
         result.relations = report.relations
         result.chunks = report.chunks
         result.embedded = report.embedded
+        result.units_embedded = report.units_embedded
         for key, secs in report.timings.items():
             result.timings_ms[key] = int(secs * 1000)
 

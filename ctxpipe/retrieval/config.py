@@ -30,7 +30,10 @@ class FindConfig(BaseModel):
     max_scan_tuples: int = Field(20000, ge=1)
     count_cache_s: float = Field(10.0, ge=0.0, description="owner row counts are cached this long")
     # sentence ranking inside the candidates
-    dense_rows: int = Field(24, ge=0, description="chunks whose lines are embedded at query time")
+    dense_rows: int = Field(24, ge=0, description="chunks whose lines are ranked by cosine")
+    stored_units: bool = Field(
+        True, description="use the unit vectors stored at index time (off: encode at query time)"
+    )
     # what a hit returns
     snippet_tokens: int = Field(40, ge=8, description="token cap of the text a hit returns")
     abstract_tokens: int = Field(32, ge=8, description="token cap of the L0 line of a hit")

@@ -4,7 +4,9 @@ returning the sentences that match — each citing the turns it comes from.
 1. candidates: `CandidateStore` fuses the vector and the full-text ranking of chunks in SQL
    (exact scan or HNSW, chosen by the owner's row count);
 2. ranking: `units.rank_sentences` ranks the sentences of those chunks by fusing their own,
-   their line's and their chunk's scores (score propagation down the hierarchy);
+   their line's and their chunk's scores (score propagation down the hierarchy), with the
+   line and sentence vectors the index stored for the best ``dense_rows`` chunks (one query;
+   a unit without one is encoded);
 3. hits: the best sentences, one per cited turn, up to ``top_k``; a hit returns the sentence
    (capped at ``snippet_tokens``) and, for a line of a memory's L1/L2, the memory's L0 line;
 4. results are grouped by context type; each returned node records a recall (in the
@@ -29,7 +31,7 @@ from ctxpipe.retrieval.find_sql import CandidateStore
 from ctxpipe.retrieval.models import FindFilters, FindHit, FindResult
 from ctxpipe.retrieval.recall_stats import RecallStatsStore
 from ctxpipe.retrieval.tokens import TokenCounter
-from ctxpipe.retrieval.units import Sentence, UnitVectors, explode, rank_sentences
+from ctxpipe.retrieval.units import Sentence, UnitVectors, as_vector, explode, rank_sentences
 from ctxpipe.storage.db import Database
 
 
@@ -124,8 +126,22 @@ class HybridFinder:
             return []
         cfg = self.config
         ex = explode(rows)
+        stored: dict[str, np.ndarray] = {}
+        if cfg.stored_units and cfg.dense_rows:
+            ids = [str(r["chunk_id"]) for r in rows[: cfg.dense_rows]]
+            for key, raw in self.store.unit_vectors(ids).items():
+                vec = as_vector(raw)
+                if vec is not None and vec.shape == q.shape:
+                    stored[key] = vec
         ranked = rank_sentences(
-            rows, ex, q, idf, self.vectors, rrf_k=float(cfg.rrf_k), dense_rows=cfg.dense_rows
+            rows,
+            ex,
+            q,
+            idf,
+            self.vectors,
+            rrf_k=float(cfg.rrf_k),
+            dense_rows=cfg.dense_rows,
+            stored=stored,
         )
         hits: list[FindHit] = []
         cited: set[str] = set()

@@ -343,6 +343,16 @@ class CandidateStore:
             detail = " ".join(str(exc).split())
             raise StorageError(f"find on {self.schema}.context_chunks failed: {detail}") from exc
 
+    def unit_vectors(self, chunk_ids: Sequence[str]) -> dict[str, Any]:
+        """The stored vectors of the units of these chunks, by unit key (one query)."""
+        if not chunk_ids:
+            return {}
+        with self.db.connection() as conn:
+            cur = conn.execute(
+                self.queries["retrieval_unit_vectors"], {"ids": list(chunk_ids)}, binary=True
+            )
+            return {str(key): vec for key, vec in cur.fetchall()}
+
     def exact_neighbours(
         self, qvec: Sequence[float], filters: FindFilters, n: int
     ) -> list[tuple[str, float]]:

@@ -10,10 +10,12 @@ contains no turn and cites none.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are aren't as at be because been
@@ -37,10 +39,11 @@ _LINE_RE = re.compile(r"^\[([^\]]+)\]\s+(user|assistant|system|tool)(?:\s+\(([^)
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
+@lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
     """A light English stemmer (plurals, -ing, -ed, final e, -ly), only used to match query
     words against unit words: ``sunrises``/``sunrise``, ``painted``/``painting``,
-    ``running``/``run`` meet."""
+    ``running``/``run`` meet. Cached: find stems the words of every candidate unit."""
     w = word.lower()
     if len(w) <= 3:
         return w
@@ -114,7 +117,13 @@ class Unit:
 
 def bm25_tokens(text: str) -> list[str]:
     """Stemmed content words (the lexical view of a unit or a query)."""
-    return [stem(w) for w in words(text) if len(w) > 1 and w not in STOPWORDS]
+    return list(_bm25_tokens(text))
+
+
+@lru_cache(maxsize=20_000)
+def _bm25_tokens(text: str) -> tuple[str, ...]:
+    """Cached: the units of the candidate chunks recur across queries."""
+    return tuple(stem(w) for w in words(text) if len(w) > 1 and w not in STOPWORDS)
 
 
 def _qualify(ids: Iterable[str], chunk_refs: Sequence[str]) -> list[str]:
@@ -167,6 +176,30 @@ def split_units(text: str, chunk_refs: Sequence[str], *, derived: bool) -> list[
     return units
 
 
+def chunk_lines(text: str, chunk_refs: Sequence[str], context_type: str | None) -> list[Unit]:
+    """The lines of a chunk that find ranks. A line that cites nothing inside a chunk that
+    cites turns (an archive's summary) is left out: it cannot be traced to a turn."""
+    refs = [str(x) for x in chunk_refs]
+    derived = (context_type or "memory") != "session"
+    return [u for u in split_units(text, refs, derived=derived) if not refs or u.refs]
+
+
+def unit_texts(text: str, chunk_refs: Sequence[str], context_type: str | None) -> list[str]:
+    """The distinct texts of the lines and sentences of a chunk that find ranks (what the
+    index embeds next to the chunk)."""
+    out: dict[str, None] = {}
+    for line in chunk_lines(text, chunk_refs, context_type):
+        out[line.text] = None
+        for s in line.sentences():
+            out[s.text] = None
+    return list(out)
+
+
+def unit_key(text: str) -> str:
+    """The key of a unit's stored vector: 128-bit BLAKE2b of its text, hex."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
 def lexical_score(unit_text: str, weights: dict[str, float]) -> float:
     """Sum of the weights of query terms (stemmed) that occur in the unit."""
     if not weights:
@@ -180,10 +213,13 @@ __all__ = [
     "Unit",
     "bm25_idf",
     "bm25_tokens",
+    "chunk_lines",
     "lexical_score",
     "query_terms",
     "split_units",
     "stem",
     "tsquery_or",
+    "unit_key",
+    "unit_texts",
     "words",
 ]

@@ -8,23 +8,25 @@ ranks from SQL). A sentence is thus found by what it says, by the turn around it
 passage around that, and what is returned is only the sentence, citing its turn.
 
 BM25 uses the IDF of the query terms within the searched scope (computed by the SQL) and the
-candidates' own mean lengths. Cosines need the lines' and sentences' vectors: a unit whose text
-is the whole chunk reuses the chunk's stored embedding, the rest are encoded on demand (for
-the best ``dense_rows`` chunks only) and kept in an LRU cache.
+candidates' own mean lengths. Cosines need the lines' and sentences' vectors (for the best
+``dense_rows`` chunks only): the index stores them next to the chunks (`unit_texts`, keyed by
+`unit_key`), and a unit whose text is the whole chunk reuses the chunk's embedding; a unit with
+no stored vector (a replica indexed before unit vectors) is encoded on demand and kept in an
+LRU cache.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ctxpipe.providers.base import Embedder
-from ctxpipe.retrieval.text import Unit, bm25_tokens, split_units, stem
+from ctxpipe.retrieval.text import Unit, bm25_tokens, chunk_lines, stem, unit_key
 
 _K1 = 1.2
 _B = 0.75
@@ -49,18 +51,14 @@ class Exploded:
 
 
 def explode(rows: Sequence[dict[str, Any]]) -> Exploded:
-    """Lines and sentences of the candidate chunks. A line that cites nothing inside a chunk
-    that cites turns (an archive's summary) is left out: it cannot be traced to a turn."""
+    """Lines and sentences of the candidate chunks (`chunk_lines`)."""
     sentences: list[Sentence] = []
     lines: list[Unit] = []
     line_tokens: list[list[str]] = []
     line_row: list[int] = []
     for r, row in enumerate(rows):
         refs = [str(x) for x in (row.get("source_refs") or [])]
-        derived = (row.get("context_type") or "memory") != "session"
-        for line in split_units(row.get("text_content") or "", refs, derived=derived):
-            if refs and not line.refs:
-                continue
+        for line in chunk_lines(row.get("text_content") or "", refs, row.get("context_type")):
             li = len(lines)
             lines.append(line)
             line_tokens.append(bm25_tokens(line.text))
@@ -132,10 +130,20 @@ class UnitVectors:
             while len(self._data) > self.size:
                 self._data.popitem(last=False)
 
-    def get_many(self, texts: Sequence[str]) -> np.ndarray:
+    def get_many(
+        self, texts: Sequence[str], stored: Mapping[str, np.ndarray] | None = None
+    ) -> np.ndarray:
+        """Vectors of `texts`: stored ones (by `unit_key`) first, then cached, then encoded."""
         found: dict[str, np.ndarray] = {}
+        if stored:
+            for t in texts:
+                v = stored.get(unit_key(t))
+                if v is not None:
+                    found[t] = v
         with self._lock:
             for t in texts:
+                if t in found:
+                    continue
                 v = self._data.get(t)
                 if v is not None:
                     self._data.move_to_end(t)
@@ -160,8 +168,10 @@ def rank_sentences(
     *,
     rrf_k: float = 60.0,
     dense_rows: int = 24,
+    stored: Mapping[str, np.ndarray] | None = None,
 ) -> list[Sentence]:
-    """The sentences, best first, with their fused score and cosine similarity."""
+    """The sentences, best first, with their fused score and cosine similarity. `stored`:
+    the index-time vectors of the dense chunks' units by `unit_key`."""
     sents = ex.sentences
     if not sents:
         return []
@@ -180,7 +190,7 @@ def rank_sentences(
     l_sim = np.zeros(len(ex.lines), dtype=np.float32)
     idx = np.flatnonzero(dense_line)
     if idx.size:
-        l_sim[idx] = vectors.get_many([line_text[i] for i in idx]) @ query_vec
+        l_sim[idx] = vectors.get_many([line_text[i] for i in idx], stored) @ query_vec
     s_dense = np.array([dense_line[s.line] for s in sents])
     s_sim = np.zeros(len(sents), dtype=np.float32)
     sidx = np.flatnonzero(s_dense)
@@ -188,7 +198,7 @@ def rank_sentences(
         texts = [sents[i].unit.text for i in sidx]
         same = [sents[i].unit.text == line_text[sents[i].line] for i in sidx]
         need = [t for t, s in zip(texts, same, strict=True) if not s]
-        vecs = vectors.get_many(need) if need else None
+        vecs = vectors.get_many(need, stored) if need else None
         j = 0
         for n, i in enumerate(sidx):
             if same[n]:
@@ -211,4 +221,12 @@ def rank_sentences(
     return sorted(sents, key=lambda s: (-s.score, s.row, s.line))
 
 
-__all__ = ["Exploded", "Sentence", "UnitVectors", "bm25", "explode", "rank_sentences"]
+__all__ = [
+    "Exploded",
+    "Sentence",
+    "UnitVectors",
+    "as_vector",
+    "bm25",
+    "explode",
+    "rank_sentences",
+]

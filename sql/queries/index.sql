@@ -50,6 +50,17 @@ COPY {{schema}}.context_chunks
      context_type, category, owner_space, source_refs, metadata, node_version)
 FROM STDIN (FORMAT BINARY)
 
+-- name: index_copy_units
+COPY {{schema}}.chunk_units (chunk_id, unit_key, embedding) FROM STDIN (FORMAT BINARY)
+
+-- name: index_unit_vectors
+-- Stored unit vectors by unit key, of chunks embedded by `model` (unchanged lines and sentences
+-- of an updated or moved node are not embedded again).
+SELECT DISTINCT ON (u.unit_key) u.unit_key, u.embedding
+FROM {{schema}}.chunk_units AS u
+JOIN {{schema}}.context_chunks AS c ON c.chunk_id = u.chunk_id
+WHERE c.uri = ANY(%(uris)s) AND c.metadata ->> 'model' = %(model)s
+
 -- name: index_delete_nodes
 DELETE FROM {{schema}}.context_nodes WHERE uri = ANY(%(uris)s) RETURNING uri
 
@@ -86,10 +97,12 @@ WHERE a.attrelid = to_regclass(%(table)s) AND a.attname = 'embedding' AND NOT a.
 -- name: index_counts
 SELECT (SELECT count(*) FROM {{schema}}.context_nodes),
        (SELECT count(*) FROM {{schema}}.context_chunks),
-       (SELECT count(*) FROM {{schema}}.relation_edges)
+       (SELECT count(*) FROM {{schema}}.relation_edges),
+       (SELECT count(*) FROM {{schema}}.chunk_units)
 
 -- name: index_truncate
-TRUNCATE {{schema}}.context_chunks, {{schema}}.context_nodes, {{schema}}.relation_edges
+TRUNCATE {{schema}}.chunk_units, {{schema}}.context_chunks, {{schema}}.context_nodes,
+         {{schema}}.relation_edges
 
 -- name: index_repair_last
 SELECT id, started_at, finished_at, mode, missing, stale, orphaned, relations, compared,

@@ -68,6 +68,12 @@ JOIN {{schema}}.context_chunks AS c ON c.chunk_id = f.chunk_id
 LEFT JOIN {{schema}}.context_nodes AS n ON n.uri = c.uri AND n.account_id = c.account_id
 ORDER BY f.rrf DESC, f.chunk_id
 
+-- name: retrieval_unit_vectors
+-- The index-time vectors of the lines and sentences of the dense candidate chunks.
+SELECT u.unit_key, u.embedding
+FROM {{schema}}.chunk_units AS u
+WHERE u.chunk_id = ANY(%(ids)s)
+
 -- name: retrieval_term_df
 -- Document frequency of each query term within a large scope, estimated on a sample of its
 -- rows (scaled by the caller); terms that are stopwords for the english configuration are

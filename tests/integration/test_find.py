@@ -213,6 +213,29 @@ def _rows(rng: np.random.Generator) -> Iterator[tuple[Any, ...]]:
             yield o, i, _mix(rng)
 
 
+def test_index_time_unit_vectors_rank_as_query_time_encoding(
+    world: ReadPath, ctx: RequestContext
+) -> None:
+    """Committed sessions (archives and memories): the stored line and sentence vectors give
+    the hits that encoding them at query time gives."""
+    filters = world.filters_for(ctx)
+    f = world.finder
+    fly = HybridFinder(
+        f.db,
+        f.embedder,
+        f.counter,
+        schema=SCHEMA,
+        config=FindConfig(stored_units=False, record_recalls=False),
+    )
+    for question, _ in LABELLED:
+        a = f.find(question, filters, 8, record=False).hits
+        b = fly.find(question, filters, 8).hits
+        assert [(h.uri, h.text, h.source_refs) for h in a] == [
+            (h.uri, h.text, h.source_refs) for h in b
+        ], question
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-6)
+
+
 @pytest.fixture(scope="module")
 def synthetic(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HybridFinder]:
     """9,000 chunks of 60 owners (1.7 % each) with structured unit vectors, loaded by COPY."""

@@ -358,7 +358,9 @@ def test_a_batch_is_embedded_in_one_pass(rt):  # type: ignore[no-untyped-def]
     emit(rt, [upsert(n) for n in nodes])
     res = w.run_once()
     assert res.succeeded == 20 and res.chunks == 40
-    assert counting.calls == [40]
+    # one pass: 40 chunk texts and the 20 L2 lines find ranks ("event i details"; each L0
+    # line is its whole chunk and takes the chunk's vector)
+    assert counting.calls == [60] and res.embedded == 40 and res.units_embedded == 20
 
 
 def test_poison_event_goes_dead_after_max_retries_and_requeue_revives_it(rt, worker):  # type: ignore[no-untyped-def]

@@ -221,7 +221,19 @@ def replica_snapshot(rt: Runtime) -> dict[str, Any]:
         "SELECT id, account_id, from_uri, to_uri, relation_type, reason, weight "
         "FROM ctx.relation_edges ORDER BY id",
     )
-    return {"nodes": nodes, "chunks": chunks, "vectors": vectors, "edges": edges}
+    units = sql(rt, "SELECT chunk_id, unit_key FROM ctx.chunk_units ORDER BY chunk_id, unit_key")
+    unit_vectors = {
+        (r[0], r[1]): r[2]
+        for r in sql(rt, "SELECT chunk_id, unit_key, embedding FROM ctx.chunk_units")
+    }
+    return {
+        "nodes": nodes,
+        "chunks": chunks,
+        "vectors": vectors,
+        "edges": edges,
+        "units": units,
+        "unit_vectors": unit_vectors,
+    }
 
 
 def commit_fixtures(rt: Runtime) -> None:
@@ -243,18 +255,23 @@ def test_reindex_from_empty_equals_incremental_indexing(rt):  # type: ignore[no-
     assert archive_chunks and all(c[10] for c in archive_chunks)  # every chunk cites turns
 
     rt.db.close()
-    sql(rt, "TRUNCATE ctx.context_chunks, ctx.context_nodes, ctx.relation_edges")
+    sql(rt, "TRUNCATE ctx.chunk_units, ctx.context_chunks, ctx.context_nodes, ctx.relation_edges")
     seen: list[tuple[int, int]] = []
     report = reindex(make_indexer(rt), batch_size=5, progress=lambda d, t: seen.append((d, t)))
     assert not report.errors and report.indexed == len(incremental["nodes"])
     assert seen[0][0] == 0 and seen[-1][0] == seen[-1][1] == len(incremental["nodes"])
 
     rebuilt = replica_snapshot(rt)
-    for key in ("nodes", "chunks", "edges"):
+    # the line and sentence vectors find ranks are rebuilt too
+    assert len(incremental["units"]) > len(incremental["chunks"])
+    for key in ("nodes", "chunks", "edges", "units"):
         assert rebuilt[key] == incremental[key], key
     for cid, vec in incremental["vectors"].items():  # same texts, same model: same vectors
         cos = float(np.dot(json.loads(vec), json.loads(rebuilt["vectors"][cid])))
         assert cos > 0.9999, cid
+    for uid, vec in incremental["unit_vectors"].items():
+        cos = float(np.dot(json.loads(vec), json.loads(rebuilt["unit_vectors"][uid])))
+        assert cos > 0.9999, uid
 
     # in place (no --clean): rows rewritten, nothing lost, a stray row removed
     sql(
@@ -264,7 +281,9 @@ def test_reindex_from_empty_equals_incremental_indexing(rt):  # type: ignore[no-
     )
     again = reindex(make_indexer(rt), clean=False)
     assert again.deleted == 1 and again.indexed == len(incremental["nodes"])
-    assert replica_snapshot(rt)["chunks"] == incremental["chunks"]
+    in_place = replica_snapshot(rt)
+    assert in_place["chunks"] == incremental["chunks"]
+    assert in_place["units"] == incremental["units"]
     assert make_repair(rt).run(full=True).events_queued == 0
 
 

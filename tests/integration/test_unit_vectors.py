@@ -1,0 +1,309 @@
+"""Index-time unit vectors on real PostgreSQL/pgvector with the real model: the lines and
+sentences `find` ranks are embedded when a node is indexed, reused while their text is
+unchanged, removed with their node, and let a query embed only the question."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import psycopg
+import pytest
+
+from ctxpipe.core.config import ChunkingConfig
+from ctxpipe.core.enums import ContextType, OutboxEventType
+from ctxpipe.core.models import ContextNode, OutboxEvent
+from ctxpipe.index.indexer import Indexer
+from ctxpipe.index.reindex import reindex
+from ctxpipe.index.wiring import make_outbox, make_replica, make_worker
+from ctxpipe.retrieval.config import FindConfig
+from ctxpipe.retrieval.find import HybridFinder
+from ctxpipe.retrieval.models import FindFilters
+from ctxpipe.retrieval.text import unit_key, unit_texts
+from ctxpipe.retrieval.tokens import counter_for_model
+from ctxpipe.runtime import Runtime
+
+ARCHIVE = "ctx://acme/sessions/s1/archives/1"
+PREF = "ctx://acme/users/alice/memories/preferences/go"
+TURNS = [
+    ("m1", "user", "I adopted a golden retriever puppy named Biscuit. He chews my shoes."),
+    ("m2", "assistant", "Congratulations! Try a bitter apple spray on the shoes."),
+    ("m3", "user", "I am training for the Lisbon half marathon in May. It starts at nine."),
+    ("m4", "assistant", "Good luck! Keep your long runs slow."),
+    ("m5", "user", "At work I lead the payments team. We are moving the ledger to PostgreSQL."),
+    ("m6", "user", "My sister Clara visits from Porto next Friday. We will hike in Sintra."),
+]
+
+
+class CountingEmbedder:
+    """The runtime's embedder, recording the texts of every `encode` call."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.calls: list[list[str]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    @property
+    def dimension(self) -> int:
+        return int(self.inner.dimension)
+
+    @property
+    def max_seq_length(self) -> int:
+        return int(self.inner.max_seq_length)
+
+    def encode(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
+        return self.inner.encode(texts)  # type: ignore[no-any-return]
+
+    @property
+    def texts(self) -> list[str]:
+        return [t for call in self.calls for t in call]
+
+
+@pytest.fixture
+def rt(make_settings: Any, clean_db: str) -> Iterator[Runtime]:
+    runtime = Runtime(make_settings(redis=False))
+    yield runtime
+    runtime.close()
+
+
+def archive_node(rt: Runtime) -> ContextNode:
+    ids = [m for m, _, _ in TURNS]
+    return rt.fs.write_node(
+        ContextNode(
+            uri=ARCHIVE,
+            abstract="Alice talked about her dog, a race, her work and her sister.",
+            overview="## Key topics\n- dog\n- marathon\n- payments team",
+            content="\n".join(f"[{m}] {role}: {text}" for m, role, text in TURNS),
+            context_type=ContextType.SESSION,
+            category="archive",
+            source_refs=[f"s1:{m}" for m in ids],
+            metadata={"message_ids": ids},
+        )
+    )
+
+
+def pref_node(rt: Runtime, content: str = "- prefers Go for services [m3]") -> ContextNode:
+    return rt.fs.write_node(
+        ContextNode(
+            uri=PREF,
+            abstract="Alice prefers Go for backend services.",
+            overview="- prefers Go [m3]\n- writes table-driven tests [m5]",
+            content=content,
+            category="preferences",
+            source_refs=["s1:m3", "s1:m5"],
+        )
+    )
+
+
+def event(kind: OutboxEventType, uri: str, tag: str, **payload: Any) -> OutboxEvent:
+    return OutboxEvent(
+        event_id=OutboxEvent.make_id(kind, uri, tag), event_type=kind, uri=uri, payload=payload
+    )
+
+
+def upsert(node: ContextNode) -> OutboxEvent:
+    return event(
+        OutboxEventType.UPSERT_CONTEXT,
+        node.uri,
+        str(node.version),
+        version=node.version,
+        content_hash=node.content_hash,
+    )
+
+
+def units_of(rt: Runtime, uri: str) -> dict[str, str]:
+    """unit key → chunk text, of the units stored for the chunks of `uri`."""
+    with psycopg.connect(rt.settings.database_url) as conn:
+        rows = conn.execute(
+            "SELECT u.unit_key, c.text_content "
+            "FROM ctx.chunk_units AS u JOIN ctx.context_chunks AS c USING (chunk_id) "
+            "WHERE c.uri = %s",
+            (uri,),
+        ).fetchall()
+    return {r[0]: r[1] for r in rows}
+
+
+def unit_count(rt: Runtime) -> int:
+    with psycopg.connect(rt.settings.database_url) as conn:
+        row = conn.execute("SELECT count(*) FROM ctx.chunk_units").fetchone()
+    return int(row[0]) if row else 0
+
+
+def counting_worker(rt: Runtime) -> tuple[Any, CountingEmbedder]:
+    w = make_worker(rt, worker_id="units")
+    counting = CountingEmbedder(rt.embedder)
+    w.indexer.embedder = counting  # type: ignore[assignment]
+    return w, counting
+
+
+def finder(rt: Runtime, embedder: Any, **cfg: Any) -> HybridFinder:
+    return HybridFinder(
+        rt.db,
+        embedder,
+        counter_for_model(rt.embedder.model_name),
+        schema=rt.settings.db_schema,
+        config=FindConfig(record_recalls=False, **cfg),
+    )
+
+
+FILTERS = FindFilters(account_id="acme")
+QUESTIONS = [
+    "What is the name of Alice's dog?",
+    "Which race is Alice training for?",
+    "Where is the ledger moving?",
+    "Who visits from Porto?",
+    "Which language does Alice prefer for services?",
+]
+
+
+# ------------------------------------------------------------------ index side
+def test_every_unit_find_ranks_is_stored_with_its_chunk(rt: Runtime) -> None:
+    w, counting = counting_worker(rt)
+    make_outbox(rt).append_batch([upsert(archive_node(rt)), upsert(pref_node(rt))])
+    res = w.run_once()
+    assert res.succeeded == 2 and res.units_embedded > 0
+    assert len(counting.calls) == 1  # chunks and units of the batch in one pass
+    with psycopg.connect(rt.settings.database_url) as conn:
+        chunks = conn.execute(
+            "SELECT chunk_id, text_content, source_refs, context_type FROM ctx.context_chunks"
+        ).fetchall()
+        stored = conn.execute("SELECT chunk_id, unit_key FROM ctx.chunk_units").fetchall()
+    want = {
+        (cid, unit_key(u))
+        for cid, text, refs, ctype in chunks
+        for u in unit_texts(text, refs, ctype)
+    }
+    assert want and set(stored) == want
+    # an archive turn and each of its sentences (with the speaker) are units
+    keys = {k for _, k in stored}
+    turn = "user: I adopted a golden retriever puppy named Biscuit. He chews my shoes."
+    assert {unit_key(turn), unit_key("user: He chews my shoes.")} <= keys
+    assert make_replica(rt).counts()["units"] == len(want)
+
+
+def test_units_go_with_their_node_on_delete_and_move(rt: Runtime) -> None:
+    w, counting = counting_worker(rt)
+    outbox = make_outbox(rt)
+    node = pref_node(rt)
+    outbox.append_batch([upsert(node), upsert(archive_node(rt))])
+    w.run_once()
+    before = units_of(rt, PREF)
+    assert before and units_of(rt, ARCHIVE)
+
+    target = PREF.replace("/go", "/golang")
+    rt.fs.write_node(node.model_copy(update={"uri": target}))
+    rt.fs.delete(PREF)
+    counting.calls.clear()
+    outbox.append_batch(
+        [event(OutboxEventType.MOVE_CONTEXT, target, "mv", from_uri=PREF, to_uri=target)]
+    )
+    res = w.run_once()
+    assert res.succeeded == 1 and res.embedded == 0 and res.units_embedded == 0
+    assert counting.calls == []  # same texts: chunk and unit vectors reused
+    assert units_of(rt, PREF) == {} and units_of(rt, target) == before
+
+    rt.fs.delete(ARCHIVE)
+    outbox.append_batch([event(OutboxEventType.DELETE_CONTEXT, ARCHIVE, "d")])
+    assert w.run_once().deleted == 1
+    assert units_of(rt, ARCHIVE) == {}
+    assert unit_count(rt) == len(before)
+
+
+def test_reindexing_unchanged_text_embeds_nothing(rt: Runtime) -> None:
+    w, counting = counting_worker(rt)
+    v1 = pref_node(rt)
+    make_outbox(rt).append_batch([upsert(v1), upsert(archive_node(rt))])
+    w.run_once()
+    before = units_of(rt, PREF)
+    v2 = rt.fs.write_node(v1.model_copy(update={"metadata": {"note": "touched"}}))
+    assert v2.version == v1.version + 1  # a new version with the same text
+    counting.calls.clear()
+    make_outbox(rt).append_batch([upsert(v2)])
+    res = w.run_once()
+    assert res.indexed == 1 and res.embedded == 0 and res.units_embedded == 0
+    assert counting.calls == [] and units_of(rt, PREF) == before
+
+
+def test_a_changed_line_re_embeds_only_its_units(rt: Runtime) -> None:
+    w, counting = counting_worker(rt)
+    make_outbox(rt).append_batch([upsert(pref_node(rt))])
+    w.run_once()
+    before = units_of(rt, PREF)
+    counting.calls.clear()
+    v2 = pref_node(rt, content="- prefers Go for services. Rust for tools [m3]")
+    make_outbox(rt).append_batch([upsert(v2)])
+    res = w.run_once()
+    assert res.indexed == 1 and res.embedded == 1
+    new_units = ["prefers Go for services. Rust for tools", "Rust for tools"]
+    # the L2 chunk and its changed line and sentence; "prefers Go for services." is new text
+    assert sorted(counting.texts) == sorted([v2.content, *new_units, "prefers Go for services."])
+    assert res.units_embedded == 3
+    after = units_of(rt, PREF)
+    kept = {k for k, text in before.items() if text != "- prefers Go for services [m3]"}
+    assert kept and kept <= set(after)
+    assert unit_key("prefers Go for services") not in after  # the old line is gone
+
+
+# ------------------------------------------------------------------ query side
+def test_find_embeds_only_the_question(rt: Runtime) -> None:
+    make_outbox(rt).append_batch([upsert(archive_node(rt)), upsert(pref_node(rt))])
+    make_worker(rt, worker_id="units").run_once()
+    counting = CountingEmbedder(rt.embedder)
+    f = finder(rt, counting)
+    for q in QUESTIONS:
+        counting.calls.clear()
+        res = f.find(q, FILTERS, 5)
+        assert res.hits, q
+        assert counting.calls == [[q]], q
+
+    # the query-time path (the fallback of a replica without unit vectors) encodes units
+    fly = CountingEmbedder(rt.embedder)
+    finder(rt, fly, stored_units=False).find(QUESTIONS[0], FILTERS, 5)
+    assert len(fly.texts) > 1
+
+
+def test_stored_vectors_rank_as_the_query_time_path(rt: Runtime) -> None:
+    make_outbox(rt).append_batch([upsert(archive_node(rt)), upsert(pref_node(rt))])
+    make_worker(rt, worker_id="units").run_once()
+    stored = finder(rt, rt.embedder)
+    fly = finder(rt, rt.embedder, stored_units=False)
+    for q in QUESTIONS:
+        a, b = stored.find(q, FILTERS, 8).hits, fly.find(q, FILTERS, 8).hits
+        assert [(h.uri, h.text, h.source_refs) for h in a] == [
+            (h.uri, h.text, h.source_refs) for h in b
+        ], q
+        for x, y in zip(a, b, strict=True):
+            assert x.score == pytest.approx(y.score, abs=1e-6)
+            assert x.similarity == pytest.approx(y.similarity, abs=1e-4)
+
+
+def test_a_replica_without_unit_vectors_falls_back_to_encoding(
+    make_settings: Any, clean_db: str
+) -> None:
+    runtime = Runtime(make_settings(redis=False, chunking={"unit_vectors": False}))
+    try:
+        make_outbox(runtime).append_batch([upsert(archive_node(runtime))])
+        res = make_worker(runtime, worker_id="units").run_once()
+        assert res.succeeded == 1 and res.units_embedded == 0 and unit_count(runtime) == 0
+        counting = CountingEmbedder(runtime.embedder)
+        hits = finder(runtime, counting).find(QUESTIONS[0], FILTERS, 5).hits
+        assert hits and len(counting.texts) > 1  # units encoded at query time
+        # `ctxpipe reindex` with unit vectors on: a fresh finder embeds only the question
+        indexer = Indexer(
+            runtime.fs,
+            runtime.relations,
+            make_replica(runtime),
+            runtime.embedder,
+            ChunkingConfig(unit_vectors=True),
+        )
+        assert not reindex(indexer).errors and unit_count(runtime) > 0
+        counting.calls.clear()
+        again = finder(runtime, counting).find(QUESTIONS[0], FILTERS, 5).hits
+        assert [h.text for h in again] == [h.text for h in hits]
+        assert counting.calls == [[QUESTIONS[0]]]
+    finally:
+        runtime.close()

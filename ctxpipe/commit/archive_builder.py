@@ -4,6 +4,7 @@ node under ``ctx://{account}/sessions/{session_id}/archives/{n}``."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.payloads import CommitRequest
@@ -149,7 +150,8 @@ class ArchiveBuilder:
                 overview_lines.extend(f"- {x}" for x in items)
                 overview_lines.append("")
         content = "\n".join(
-            f"[{m.id}] {m.role}{f' ({m.name})' if m.name else ''}: {m.content}"
+            f"[{m.id}] {m.role}{f' ({m.name})' if m.name else ''}"
+            f"{spoken_on(m.created_at)}: {m.content}"
             for m in archive.recent_messages
         )
         uri = CtxURI.parse(archive.archive_uri)
@@ -173,3 +175,9 @@ class ArchiveBuilder:
                 ),
             },
         )
+
+
+def spoken_on(when: datetime | None) -> str:
+    """` on 8 May 2023` — a turn's date as read back with it (a hit of an archive line says
+    when it was said), or nothing for a message without a time."""
+    return f" on {when.day} {when:%B %Y}" if when is not None else ""

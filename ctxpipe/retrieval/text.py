@@ -35,7 +35,10 @@ _WORD_RE = re.compile(r"[A-Za-z0-9]+")
 # "[D1:3]" / "[m-1, m-2]" / "[D1:13, D2:16]" — message ids inside square brackets
 _MARKER_RE = re.compile(r"\[([A-Za-z0-9][\w.@:-]*(?:\s*,\s*[A-Za-z0-9][\w.@:-]*)*)\]")
 # an archive line: "[msgid] role (name): text"
-_LINE_RE = re.compile(r"^\[([^\]]+)\]\s+(user|assistant|system|tool)(?:\s+\(([^)]*)\))?:\s*(.*)$")
+_LINE_RE = re.compile(
+    r"^\[([^\]]+)\]\s+(user|assistant|system|tool)(?:\s+\(([^)]*)\))?"
+    r"(?:\s+on\s+(\d{1,2} [A-Z][a-z]+ \d{4}))?:\s*(.*)$"
+)
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
@@ -139,9 +142,9 @@ def _qualify(ids: Iterable[str], chunk_refs: Sequence[str]) -> list[str]:
 
 
 def _render_line(m: re.Match[str]) -> tuple[str, str]:
-    role, name, text = m.group(2), m.group(3), m.group(4)
+    role, name, when, text = m.group(2), m.group(3), m.group(4), m.group(5)
     who = name.strip() if name and name.strip() else role
-    return f"{who}: ", text.strip()
+    return (f"{who} ({when}): " if when else f"{who}: "), text.strip()
 
 
 def split_units(text: str, chunk_refs: Sequence[str], *, derived: bool) -> list[Unit]:

@@ -57,6 +57,24 @@ def test_archive_lines_cite_their_turn_and_keep_the_speaker() -> None:
     assert all(s.refs == ["s1:D1:2"] for s in sents)
 
 
+def test_a_dated_archive_line_returns_its_speaker_and_date_with_every_sentence() -> None:
+    from datetime import UTC, datetime
+
+    from ctxpipe.commit.archive_builder import spoken_on
+
+    when = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    said = "I painted a lake sunrise. It was calming."
+    line = f"[D1:2] assistant (Melanie){spoken_on(when)}: {said}"
+    assert line.startswith("[D1:2] assistant (Melanie) on 8 May 2023: ")
+    (unit,) = split_units(line, ["s1:D1:2"], derived=False)
+    assert unit.prefix == "Melanie (8 May 2023): " and unit.refs == ["s1:D1:2"]
+    assert [s.text for s in unit.sentences()] == [
+        "Melanie (8 May 2023): I painted a lake sunrise.",
+        "Melanie (8 May 2023): It was calming.",
+    ]
+    assert spoken_on(None) == ""  # a message without a time: the line as before
+
+
 def test_memory_lines_cite_markers_or_what_the_memory_derives_from() -> None:
     text = "- The user went to a support group. [s1:D1:3]\n- date: 2023-05-07 (from 'yesterday')"
     units = split_units(text, ["s1:D1:3", "s2:D2:1"], derived=True)

@@ -57,10 +57,11 @@ from ctxpipe.core.config import Settings  # noqa: E402
 from ctxpipe.core.session import RequestContext, SessionInput  # noqa: E402
 from ctxpipe.index.worker import IndexWorker  # noqa: E402
 from ctxpipe.retrieval.access import owner_spaces  # noqa: E402
+from ctxpipe.retrieval.config import FindConfig  # noqa: E402
 from ctxpipe.retrieval.context_builder import ContextRequest  # noqa: E402
 from ctxpipe.retrieval.engine import ReadPath  # noqa: E402
 from ctxpipe.retrieval.find import HybridFinder  # noqa: E402
-from ctxpipe.retrieval.models import FindFilters, FindHit  # noqa: E402
+from ctxpipe.retrieval.models import FindFilters, FindHit, FindResult  # noqa: E402
 from ctxpipe.retrieval.text import STOPWORDS, stem, words  # noqa: E402
 from ctxpipe.runtime import Runtime  # noqa: E402
 from ctxpipe.storage.embedded_pg import start_postgres, stop_postgres  # noqa: E402
@@ -71,12 +72,14 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 BEST_SENTENCE = "hybrid best-sentence"
 BASELINES = ("bm25", "dense", "hybrid (bm25+dense)", BEST_SENTENCE)
 SYSTEMS = ("ctxpipe find", "ctxpipe search", "build_context", *BASELINES)
-SENTENCE_CAP = 40  # tokens of a best-sentence baseline item: find's own sentence cap
+SENTENCE_CAP = FindConfig().snippet_tokens  # tokens of a best-sentence item: find's own cap
 FIND_K_FOR_BUDGET = 40  # hits asked of find to fill the largest answer-in-context budget
 CONTEXT_BUDGET = [1000]  # set from --budget
 SCHEMA = "locomo_bench"
 FIND_MS: list[float] = []  # wall time of every ctxpipe find call
 FIND_MS_QUERY_TIME: list[float] = []  # the same questions, unit vectors encoded at query time
+BARE_MS: list[float] = []  # the bare query: embed the question + exact pgvector top-10
+SNIPPET_SYSTEMS: dict[str, int] = {}  # "find, N-token hits" variants (--snippet-sweep)
 _ID_RE = re.compile(r"D\d+:\d+")
 
 
@@ -215,7 +218,7 @@ def print_table(tally: Tally, convs: set[int] | None, title: str) -> dict[str, A
         f"{CATEGORIES[c]}={tally.count('bm25', c, convs)}" for c in cats) + ")")  # fmt: skip
     print(f"{'system':26}" + "".join(f"{c:>10}" for c in COLUMNS))
     out: dict[str, Any] = {}
-    for system in SYSTEMS:
+    for system in (*SYSTEMS, *SNIPPET_SYSTEMS):
         if not tally.count(system, conversations=convs):
             continue
         row = {c: tally.mean(system, c, conversations=convs) for c in COLUMNS}
@@ -309,6 +312,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="also time every find with the unit vectors encoded at query time "
                          "(FindConfig.stored_units off: the path before index-time unit "
                          "vectors), alternating which runs first")  # fmt: skip
+    ap.add_argument("--snippet-sweep", default="", metavar="N,N,...",
+                    help="also score find with hits grown to N tokens (FindConfig"
+                         ".snippet_tokens), each N a system of its own, same index")  # fmt: skip
     args = ap.parse_args(argv)
 
     data = _locomo.load(args.data)
@@ -316,6 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = data[: args.limit_conversations]
     held_out = set(range(args.tuned, len(data)))
     CONTEXT_BUDGET[0] = args.budget
+    sweep = [int(x) for x in args.snippet_sweep.split(",") if x.strip()]
+    SNIPPET_SYSTEMS.update({f"find, {n}-token hits": n for n in sweep})
     tmp = Path(tempfile.mkdtemp(prefix="ctxpipe-locomo-"))
     pg_dir = tmp / "pg"
     url = args.database_url
@@ -356,6 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "query_s": round(t_query, 1),
             "find_p50_ms": round(float(np.percentile(FIND_MS, 50)), 1) if FIND_MS else None,
             "find_p95_ms": round(float(np.percentile(FIND_MS, 95)), 1) if FIND_MS else None,
+            "bare_p50_ms": round(float(np.percentile(BARE_MS, 50)), 1) if BARE_MS else None,
+            "bare_p95_ms": round(float(np.percentile(BARE_MS, 95)), 1) if BARE_MS else None,
             "total_s": round(time.perf_counter() - started, 1),
         }
         out = report(tally, meta, held_out)
@@ -363,6 +373,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"\nctxpipe find latency (question embedding included): "
             f"p50 {meta['find_p50_ms']} ms, p95 {meta['find_p95_ms']} ms"
         )
+        if BARE_MS:
+            print(
+                f"bare query (embed + exact pgvector top-10 over the owner's chunks), same run: "
+                f"p50 {meta['bare_p50_ms']} ms, p95 {meta['bare_p95_ms']} ms -> find / bare "
+                f"p50 {meta['find_p50_ms'] / meta['bare_p50_ms']:.2f}, "
+                f"p95 {meta['find_p95_ms'] / meta['bare_p95_ms']:.2f} (target p95 <= 1.5)"
+            )
         if FIND_MS_QUERY_TIME:
             print(
                 f"  with unit vectors encoded at query time: "
@@ -421,16 +438,19 @@ def evaluate(
         answers[BEST_SENTENCE] = base.best_sentence_items(hybrid, question, limit)
         if args.query_time_units and len(FIND_MS) % 2:
             _time_query_time_units(read, question, filters)
+        bare_first = len(FIND_MS) % 2 == 0  # alternate which of the two runs first
+        if bare_first:
+            _time_bare(read, question, filters)
         t0 = time.perf_counter()
         found = read.finder.find(question, filters, 10)  # embeds the question itself
         FIND_MS.append((time.perf_counter() - t0) * 1000)
+        if not bare_first:
+            _time_bare(read, question, filters)
         if args.query_time_units and len(FIND_MS_QUERY_TIME) < len(FIND_MS):
             _time_query_time_units(read, question, filters)
-        items = hit_items(found.hits)
-        if sum(it.tokens for it in items) < limit:  # more hits for the larger budgets
-            more = hit_items(read.finder.find(question, filters, FIND_K_FOR_BUDGET).hits)
-            items += [it for it in more if it not in items]
-        answers["ctxpipe find"] = items
+        answers["ctxpipe find"] = _find_items(read.finder, question, filters, limit, found)
+        for system, n in SNIPPET_SYSTEMS.items():
+            answers[system] = _find_items(_variant(read, n), question, filters, limit)
         if not args.no_search:
             res = read.searcher.search(question, filters, ctx=ctx, agent_id=ctx.agent_id)
             answers["ctxpipe search"] = hit_items(res.hits)
@@ -446,6 +466,43 @@ def evaluate(
 
 
 _QUERY_TIME: dict[int, HybridFinder] = {}
+_VARIANTS: dict[int, HybridFinder] = {}
+
+
+def _variant(read: ReadPath, snippet_tokens: int) -> HybridFinder:
+    """A finder over the same index whose hits grow to `snippet_tokens`."""
+    if snippet_tokens not in _VARIANTS:
+        cfg = read.finder.config.model_copy(
+            update={"snippet_tokens": snippet_tokens, "record_recalls": False}
+        )
+        _VARIANTS[snippet_tokens] = HybridFinder(
+            read.finder.db, read.finder.embedder, read.counter, schema=SCHEMA, config=cfg
+        )
+    return _VARIANTS[snippet_tokens]
+
+
+def _find_items(
+    finder: HybridFinder,
+    question: str,
+    filters: FindFilters,
+    limit: int,
+    found: FindResult | None = None,
+) -> list[Item]:
+    """find's 10 hits, and more of them when those do not fill the largest budget."""
+    items = hit_items((found or finder.find(question, filters, 10)).hits)
+    if sum(it.tokens for it in items) < limit:  # more hits for the larger budgets
+        more = hit_items(finder.find(question, filters, FIND_K_FOR_BUDGET).hits)
+        items += [it for it in more if it not in items]
+    return items
+
+
+def _time_bare(read: ReadPath, question: str, filters: FindFilters) -> None:
+    """The bare query a plain vector store runs: embed the question, exact top-10 by cosine
+    over the owner's chunks in pgvector."""
+    t0 = time.perf_counter()
+    qvec = read.finder.embed(question)
+    read.finder.exact_neighbours(qvec, filters, 10)
+    BARE_MS.append((time.perf_counter() - t0) * 1000)
 
 
 def _time_query_time_units(read: ReadPath, question: str, filters: FindFilters) -> None:

@@ -176,13 +176,15 @@ class ContextEngineService:
         context_types: list[str] | None = None,
         min_score: float = 0.0,
         tags: list[str] | None = None,
+        budget_tokens: int | None = None,
     ) -> FindResult:
         """Hybrid find within what `ctx` may see, grouped by context type (`tags`: only
-        nodes that carry every one of them)."""
+        nodes that carry every one of them; `budget_tokens`: no more hits than fit in it)."""
         return self.read_path.find(
             query,
             ctx,
             top_k,
+            budget_tokens=budget_tokens,
             scopes=scopes,
             categories=categories,
             context_types=context_types,

@@ -68,13 +68,17 @@ def _hits_table(title: str, hits: list[FindHit]) -> Table:
     table.add_column("score", justify="right")
     table.add_column("L", justify="right")
     table.add_column("uri", overflow="fold", style="blue")
+    table.add_column("who / when", overflow="fold", style="dim")
     table.add_column("text", overflow="fold")
     table.add_column("cites", overflow="fold", style="dim")
     for i, h in enumerate(hits, 1):
         text = Text(h.text)
         if h.abstract and h.abstract != h.text:
             text = Text(h.abstract + "\n", style="dim") + Text(h.text)
-        table.add_row(str(i), f"{h.score:.4f}", str(h.level), h.uri, text, _refs(h.source_refs))
+        who = " ".join(x for x in (h.speaker or h.role, h.date) if x)
+        table.add_row(
+            str(i), f"{h.score:.4f}", str(h.level), h.uri, who, text, _refs(h.source_refs)
+        )
     return table
 
 
@@ -95,6 +99,10 @@ def find_cmd(
         list[str] | None,
         typer.Option("--tag", help="only nodes carrying this tag (repeatable: all of them)"),
     ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option("--budget", "-b", min=1, help="at most this many tokens of hits in all"),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Hybrid find (vector + full text, fused), grouped by context type."""
@@ -109,6 +117,7 @@ def find_cmd(
             context_types=ctype,
             min_score=min_score,
             tags=tag,
+            budget_tokens=budget,
         )
     finally:
         _close(svc)

@@ -89,6 +89,7 @@ class CandidateMemory(BaseModel):
     source_refs: list[str] = Field(default_factory=list)
     language: str = "en"
     event_time: str | None = None
+    observed_at: str | None = Field(None, description="time of the session it was learned from")
 
     def fingerprint(self) -> str:
         return content_hash(self.category.value, self.abstract.strip().lower(), self.content)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from datetime import datetime
 
 from ctxpipe.core.enums import (
     AGENT_CATEGORIES,
@@ -106,7 +107,7 @@ class CandidateExtractor:
             if not refs:
                 dropped["no valid source message ids"] += 1
                 continue
-            candidates.append(self._to_candidate(mem, refs, tools or []))
+            candidates.append(self._to_candidate(mem, refs, tools or [], session_time))
         if candidates:
             return ExtractionResult(
                 report=report(ExtractorStatus.OK, len(candidates), ""), candidates=candidates
@@ -126,7 +127,11 @@ class CandidateExtractor:
         )
 
     def _to_candidate(
-        self, mem: ExtractedMemory, refs: list[str], tools: list[ToolUse]
+        self,
+        mem: ExtractedMemory,
+        refs: list[str],
+        tools: list[ToolUse],
+        session_time: datetime | None = None,
     ) -> CandidateMemory:
         common = dict(
             category=mem.category,
@@ -138,6 +143,7 @@ class CandidateExtractor:
             confidence=mem.confidence,
             source_refs=refs,
             event_time=mem.event_time,
+            observed_at=session_time.isoformat() if session_time else None,
         )
         if mem.category is not MemoryCategory.SKILLS:
             return CandidateMemory(**common)

@@ -196,11 +196,19 @@ class ReadPath:
 
     # ------------------------------------------------------------------ reads
     def find(
-        self, query: str, ctx: RequestContext, top_k: int | None = None, **narrow: Any
+        self,
+        query: str,
+        ctx: RequestContext,
+        top_k: int | None = None,
+        *,
+        budget_tokens: int | None = None,
+        **narrow: Any,
     ) -> FindResult:
         _require_query(query)
+        if budget_tokens is not None and budget_tokens < 1:
+            raise ValueError(f"budget_tokens must be at least 1, not {budget_tokens}")
         filters = self.filters_for(ctx, **narrow)
-        res = self.finder.find(query, filters, top_k)
+        res = self.finder.find(query, filters, top_k, budget_tokens=budget_tokens)
         _scrub(res.groups, filters)
         return res
 

@@ -7,8 +7,11 @@ returning the sentences that match — each citing the turns it comes from.
    their line's and their chunk's scores (score propagation down the hierarchy), with the
    line and sentence vectors the index stored for the best ``dense_rows`` chunks (one query;
    a unit without one is encoded);
-3. hits: the best sentences, one per cited turn, up to ``top_k``; a hit returns the sentence
-   (capped at ``snippet_tokens``) and, for a line of a memory's L1/L2, the memory's L0 line;
+3. hits: the best sentences, one per cited turn, up to ``top_k`` and, when one is given, a
+   token budget; a hit returns the sentence grown with its neighbours in the same turn or
+   memory line up to ``snippet_tokens`` (`snippets.grow_snippet`), who said it and when (an
+   archive line) or the date it is about (a memory), and, for a line of a memory's L1/L2, the
+   memory's L0 line;
 4. results are grouped by context type; each returned node records a recall (in the
    background, seed 002: recording never slows down or fails a read).
 
@@ -30,9 +33,13 @@ from ctxpipe.retrieval.config import FindConfig
 from ctxpipe.retrieval.find_sql import CandidateStore
 from ctxpipe.retrieval.models import FindFilters, FindHit, FindResult
 from ctxpipe.retrieval.recall_stats import RecallStatsStore
+from ctxpipe.retrieval.snippets import grow_snippet, hit_date
+from ctxpipe.retrieval.text import Unit
 from ctxpipe.retrieval.tokens import TokenCounter
 from ctxpipe.retrieval.units import Sentence, UnitVectors, as_vector, explode, rank_sentences
 from ctxpipe.storage.db import Database
+
+_MIN_CUT_TOKENS = 8  # a budget's last hit is cut to what is left, unless that is less
 
 
 class HybridFinder:
@@ -82,8 +89,10 @@ class HybridFinder:
         query_vector: Sequence[float] | None = None,
         record: bool | None = None,
         plan: str | None = None,
+        budget_tokens: int | None = None,
     ) -> FindResult:
-        """The best `top_k` hits for `query` within `filters`, grouped by context type."""
+        """The best `top_k` hits for `query` within `filters`, grouped by context type;
+        with `budget_tokens`, no more hits than fit in that many tokens (the last one cut)."""
         cfg = self.config
         k = top_k or cfg.top_k
         timings: dict[str, float] = {}
@@ -97,7 +106,7 @@ class HybridFinder:
         cand = self.store.fuse(qvec, filters, arm, n_cand, timings=timings)
         t1 = time.perf_counter()
         rows = [r for r in cand.rows if float(r.get("sim") or 0.0) >= filters.min_score]
-        hits = self._hits(rows, np.asarray(qvec, dtype=np.float32), k, cand.idf)
+        hits = self._hits(rows, np.asarray(qvec, dtype=np.float32), k, cand.idf, budget_tokens)
         timings["rank"] = (time.perf_counter() - t1) * 1000
         if hits and (cfg.record_recalls if record is None else record) and self.recall_stats:
             self.recall_stats.record_hits_later(filters.account_id, hits)
@@ -120,7 +129,12 @@ class HybridFinder:
 
     # ------------------------------------------------------------------ internals
     def _hits(
-        self, rows: list[dict[str, Any]], q: np.ndarray, top_k: int, idf: dict[str, float]
+        self,
+        rows: list[dict[str, Any]],
+        q: np.ndarray,
+        top_k: int,
+        idf: dict[str, float],
+        budget_tokens: int | None = None,
     ) -> list[FindHit]:
         if not rows:
             return []
@@ -147,8 +161,9 @@ class HybridFinder:
         cited: set[str] = set()
         texts: set[str] = set()
         per_uri: dict[str, int] = {}
+        left = budget_tokens if budget_tokens is not None else -1
         for s in ranked:
-            if len(hits) >= top_k:
+            if len(hits) >= top_k or left == 0:
                 break
             row = rows[s.row]
             uri = str(row["uri"])
@@ -161,11 +176,25 @@ class HybridFinder:
             texts.add(norm)
             cited.update(refs)
             per_uri[uri] = per_uri.get(uri, 0) + 1
-            hits.append(self._hit(row, s))
+            hit = self._hit(row, s, ex.lines[s.line])
+            if left >= 0:
+                if hit.tokens > left:
+                    if left < _MIN_CUT_TOKENS:
+                        break
+                    hit = self._cut(hit, left)
+                left = max(0, left - hit.tokens)
+            hits.append(hit)
         return hits
 
-    def _hit(self, row: dict[str, Any], s: Sentence) -> FindHit:
-        text = self.counter.truncate(s.unit.text, self.config.snippet_tokens)
+    def _cut(self, hit: FindHit, tokens: int) -> FindHit:
+        """`hit` with its text cut to fit in `tokens` (its L0 line first to go)."""
+        cut = hit.model_copy(update={"abstract": "", "text": hit.text or hit.abstract})
+        cut.text = self.counter.truncate(cut.text, tokens)
+        cut.tokens = self.counter.count(cut.returned_text())
+        return cut
+
+    def _hit(self, row: dict[str, Any], s: Sentence, line: Unit) -> FindHit:
+        text = grow_snippet(line, s.unit, self.config.snippet_tokens, self.counter)
         level = int(row["level"])
         ctype = str(row["context_type"] or "memory")
         abstract = ""
@@ -196,6 +225,9 @@ class HybridFinder:
             abstract=abstract,
             text=text,
             source_refs=list(s.unit.refs),
+            role=s.unit.role or ("" if ctype == "session" else "memory"),
+            speaker=s.unit.speaker,
+            date=hit_date(s.unit, row),
             node_version=int(row.get("node_version") or 0),
             chunk_text=str(row.get("text_content") or ""),
         )

@@ -94,6 +94,13 @@ class FindHit(BaseModel):
         default_factory=list, description="message ids ('session:msgid') the text cites"
     )
     tokens: int = Field(0, description="tokens of the returned text (L0 line included)")
+    role: str = Field("", description="who it is from: user/assistant (a turn) or memory")
+    speaker: str = Field("", description="the speaker's name (a turn)")
+    date: str = Field(
+        "",
+        description="ISO date: when the turn was said; for a memory, the date of the event it "
+        "records, else of the session it was learned from",
+    )
     node_version: int = 0
     chunk_text: str = Field("", exclude=True, repr=False, description="the whole matched chunk")
 

@@ -99,12 +99,16 @@ def bm25_idf(df: int, n: int) -> float:
 class Unit:
     """One line (or sentence) of a chunk, as returned to the caller.
 
-    `prefix` is the speaker of an archive line (``"Ann: "``), repeated on its sentences."""
+    `prefix` is the speaker of an archive line (``"Ann: "``), repeated on its sentences;
+    `role`, `speaker` and `spoken_on` (``"8 May 2023"``) are what the line's header says."""
 
     text: str
     refs: list[str] = field(default_factory=list)
     index: int = 0
     prefix: str = ""
+    role: str = ""
+    speaker: str = ""
+    spoken_on: str = ""
 
     @property
     def body(self) -> str:
@@ -115,7 +119,18 @@ class Unit:
         parts = [p.strip() for p in _SENTENCE_RE.split(self.body) if p.strip()]
         if len(parts) <= 1:
             return [self]
-        return [Unit(self.prefix + p, list(self.refs), self.index, self.prefix) for p in parts]
+        return [
+            Unit(
+                self.prefix + p,
+                list(self.refs),
+                self.index,
+                self.prefix,
+                self.role,
+                self.speaker,
+                self.spoken_on,
+            )
+            for p in parts
+        ]
 
 
 def bm25_tokens(text: str) -> list[str]:
@@ -160,7 +175,17 @@ def split_units(text: str, chunk_refs: Sequence[str], *, derived: bool) -> list[
         if m:
             refs = _qualify(m.group(1).split(","), chunk_refs)
             prefix, body = _render_line(m)
-            units.append(Unit(prefix + body, refs, prefix=prefix))
+            name = (m.group(3) or "").strip()
+            units.append(
+                Unit(
+                    prefix + body,
+                    refs,
+                    prefix=prefix,
+                    role=m.group(2),
+                    speaker=name or m.group(2),
+                    spoken_on=m.group(4) or "",
+                )
+            )
             continue
         marker_ids: list[str] = []
         for mm in _MARKER_RE.finditer(ln):

@@ -62,6 +62,7 @@ SELECT f.chunk_id, f.rrf, f.vr, f.tr, f.bm25,
        1 - (c.embedding <=> %(q)s::vector) AS sim,
        c.uri, c.level, c.chunk_index, c.text_content, c.context_type, c.category,
        c.owner_space, c.parent_uri, c.source_refs, c.node_version, n.abstract_text,
+       n.metadata ->> 'event_time' AS event_time, n.metadata ->> 'observed_at' AS observed_at,
        c.embedding
 FROM fused AS f
 JOIN {{schema}}.context_chunks AS c ON c.chunk_id = f.chunk_id

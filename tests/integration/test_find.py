@@ -148,6 +148,48 @@ def test_hits_are_grouped_and_carry_what_they_cite(world: ReadPath, ctx: Request
     assert {"embed", "scope", "sql_text", "sql_vector", "rank", "total"} <= set(res.timings_ms)
 
 
+def test_hits_say_who_and_when(world: ReadPath, ctx: RequestContext) -> None:
+    """An archive hit: the speaker's role and the day it was said; a memory hit: the date of
+    the event it records or of the session it was learned from."""
+    days = {date[:10] for _, date, _ in SESSIONS}
+    res = world.find("Where do Ann and her sister Clara want to go hiking?", ctx, 10)
+    kinds = set()
+    for h in res.hits:
+        if h.category == "events":  # the day of the event, not of the session
+            assert "marathon" not in h.text or h.date == "2024-05-01", h
+        else:
+            assert h.date in days, (h.uri, h.text, h.date)
+        if h.context_type == "session":
+            assert h.role in ("user", "assistant") and h.speaker == h.role
+            said = datetime.strptime(h.text.split("(", 1)[1].split(")", 1)[0], "%d %B %Y")
+            assert said.strftime("%Y-%m-%d") == h.date
+        else:
+            assert h.role == "memory" and h.speaker == ""
+        kinds.add(h.context_type)
+    assert kinds == {"memory", "session"}
+    hiking = next(h for h in res.hits if "ann-s3:m3" in h.source_refs)
+    assert hiking.date == "2024-04-02"
+
+
+def test_top_k_and_a_token_budget_are_both_honoured(world: ReadPath, ctx: RequestContext) -> None:
+    q = "Ann's puppy Biscuit and her running shoes"
+    full = world.find(q, ctx, 10)
+    assert len(full.hits) > 3 and full.total_tokens > 60
+    for budget in (12, 60, 150):
+        res = world.find(q, ctx, 10, budget_tokens=budget)
+        assert res.hits and res.total_tokens <= budget
+        assert len(res.hits) <= 10
+        # the budget keeps the best hits, in order; only the last one may be cut
+        assert [h.source_refs for h in res.hits[:-1]] == [
+            h.source_refs for h in full.hits[: len(res.hits) - 1]
+        ]
+    roomy = world.find(q, ctx, 3, budget_tokens=10_000)
+    assert roomy.total_tokens == world.find(q, ctx, 3).total_tokens
+    assert len(world.find(q, ctx, 2, budget_tokens=10_000).hits) == 2
+    with pytest.raises(ValueError, match="budget"):
+        world.find(q, ctx, 10, budget_tokens=0)
+
+
 def test_scope_category_and_type_filters(world: ReadPath, ctx: RequestContext) -> None:
     q = "Ann's sister Clara from Porto"
     mem = world.find(q, ctx, 10, scopes=[f"ctx://{ACCOUNT}/users/{USER}/memories/"])

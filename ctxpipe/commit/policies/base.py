@@ -50,6 +50,8 @@ def base_metadata(c: CandidateMemory) -> dict[str, Any]:
     meta: dict[str, Any] = {"routing_key": c.routing_key, "confidence": round(c.confidence, 3)}
     if c.event_time:
         meta["event_time"] = c.event_time
+    if c.observed_at:
+        meta["observed_at"] = c.observed_at
     return meta
 
 

@@ -78,8 +78,9 @@ CONTEXT_BUDGET = [1000]  # set from --budget
 SCHEMA = "locomo_bench"
 FIND_MS: list[float] = []  # wall time of every ctxpipe find call
 FIND_MS_QUERY_TIME: list[float] = []  # the same questions, unit vectors encoded at query time
+FIND_PHASES: list[dict[str, float]] = []  # find's own timings_ms per call
 BARE_MS: list[float] = []  # the bare query: embed the question + exact pgvector top-10
-SNIPPET_SYSTEMS: dict[str, int] = {}  # "find, N-token hits" variants (--snippet-sweep)
+VARIANTS: dict[str, dict[str, Any]] = {}  # "find K=V" systems: FindConfig changes (--variant)
 _ID_RE = re.compile(r"D\d+:\d+")
 
 
@@ -218,7 +219,7 @@ def print_table(tally: Tally, convs: set[int] | None, title: str) -> dict[str, A
         f"{CATEGORIES[c]}={tally.count('bm25', c, convs)}" for c in cats) + ")")  # fmt: skip
     print(f"{'system':26}" + "".join(f"{c:>10}" for c in COLUMNS))
     out: dict[str, Any] = {}
-    for system in (*SYSTEMS, *SNIPPET_SYSTEMS):
+    for system in (*SYSTEMS, *VARIANTS):
         if not tally.count(system, conversations=convs):
             continue
         row = {c: tally.mean(system, c, conversations=convs) for c in COLUMNS}
@@ -312,9 +313,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="also time every find with the unit vectors encoded at query time "
                          "(FindConfig.stored_units off: the path before index-time unit "
                          "vectors), alternating which runs first")  # fmt: skip
-    ap.add_argument("--snippet-sweep", default="", metavar="N,N,...",
-                    help="also score find with hits grown to N tokens (FindConfig"
-                         ".snippet_tokens), each N a system of its own, same index")  # fmt: skip
+    ap.add_argument("--variant", action="append", default=[], metavar="K=V[,K=V]",
+                    help="also score find with these FindConfig values (e.g. snippet_tokens=96),"
+                         " as a system of its own on the same index; repeatable")  # fmt: skip
     args = ap.parse_args(argv)
 
     data = _locomo.load(args.data)
@@ -322,8 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = data[: args.limit_conversations]
     held_out = set(range(args.tuned, len(data)))
     CONTEXT_BUDGET[0] = args.budget
-    sweep = [int(x) for x in args.snippet_sweep.split(",") if x.strip()]
-    SNIPPET_SYSTEMS.update({f"find, {n}-token hits": n for n in sweep})
+    for spec in args.variant:
+        VARIANTS[f"find {spec}"] = parse_variant(spec)
     tmp = Path(tempfile.mkdtemp(prefix="ctxpipe-locomo-"))
     pg_dir = tmp / "pg"
     url = args.database_url
@@ -380,6 +381,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"p50 {meta['find_p50_ms'] / meta['bare_p50_ms']:.2f}, "
                 f"p95 {meta['find_p95_ms'] / meta['bare_p95_ms']:.2f} (target p95 <= 1.5)"
             )
+        if FIND_PHASES:
+            phases = sorted({k for t in FIND_PHASES for k in t})
+            print("  find phases p50/p95 ms: " + ", ".join(
+                f"{k} {np.percentile([t.get(k, 0.0) for t in FIND_PHASES], 50):.1f}/"
+                f"{np.percentile([t.get(k, 0.0) for t in FIND_PHASES], 95):.1f}"
+                for k in phases))  # fmt: skip
         if FIND_MS_QUERY_TIME:
             print(
                 f"  with unit vectors encoded at query time: "
@@ -444,13 +451,14 @@ def evaluate(
         t0 = time.perf_counter()
         found = read.finder.find(question, filters, 10)  # embeds the question itself
         FIND_MS.append((time.perf_counter() - t0) * 1000)
+        FIND_PHASES.append(found.timings_ms)
         if not bare_first:
             _time_bare(read, question, filters)
         if args.query_time_units and len(FIND_MS_QUERY_TIME) < len(FIND_MS):
             _time_query_time_units(read, question, filters)
         answers["ctxpipe find"] = _find_items(read.finder, question, filters, limit, found)
-        for system, n in SNIPPET_SYSTEMS.items():
-            answers[system] = _find_items(_variant(read, n), question, filters, limit)
+        for system, update in VARIANTS.items():
+            answers[system] = _find_items(_variant(read, system, update), question, filters, limit)
         if not args.no_search:
             res = read.searcher.search(question, filters, ctx=ctx, agent_id=ctx.agent_id)
             answers["ctxpipe search"] = hit_items(res.hits)
@@ -466,19 +474,28 @@ def evaluate(
 
 
 _QUERY_TIME: dict[int, HybridFinder] = {}
-_VARIANTS: dict[int, HybridFinder] = {}
+_VARIANTS: dict[str, HybridFinder] = {}
 
 
-def _variant(read: ReadPath, snippet_tokens: int) -> HybridFinder:
-    """A finder over the same index whose hits grow to `snippet_tokens`."""
-    if snippet_tokens not in _VARIANTS:
-        cfg = read.finder.config.model_copy(
-            update={"snippet_tokens": snippet_tokens, "record_recalls": False}
-        )
-        _VARIANTS[snippet_tokens] = HybridFinder(
+def parse_variant(spec: str) -> dict[str, Any]:
+    """``snippet_tokens=96,dense_rows=32`` -> FindConfig values (validated)."""
+    update: dict[str, Any] = {}
+    for part in spec.split(","):
+        key, _, value = part.partition("=")
+        if key.strip() not in FindConfig.model_fields or not value:
+            raise SystemExit(f"--variant {spec!r}: {key!r} is not a FindConfig field=value")
+        update[key.strip()] = value.strip()
+    return FindConfig(**update).model_dump(include=set(update))
+
+
+def _variant(read: ReadPath, system: str, update: dict[str, Any]) -> HybridFinder:
+    """A finder over the same index with some FindConfig values changed."""
+    if system not in _VARIANTS:
+        cfg = read.finder.config.model_copy(update={**update, "record_recalls": False})
+        _VARIANTS[system] = HybridFinder(
             read.finder.db, read.finder.embedder, read.counter, schema=SCHEMA, config=cfg
         )
-    return _VARIANTS[snippet_tokens]
+    return _VARIANTS[system]
 
 
 def _find_items(

@@ -35,10 +35,19 @@ class FindConfig(BaseModel):
         True, description="use the unit vectors stored at index time (off: encode at query time)"
     )
     # what a hit returns
-    snippet_tokens: int = Field(40, ge=8, description="token cap of the text a hit returns")
+    snippet_tokens: int = Field(
+        96,
+        ge=8,
+        description="token cap of a hit's text: its sentence grown with the turn around it",
+    )
     abstract_tokens: int = Field(32, ge=8, description="token cap of the L0 line of a hit")
     max_hits_per_uri: int = Field(3, ge=1)
     record_recalls: bool = True
+    # graph signal (seed 002 GraphDistance): candidates related to the best ones
+    graph_weight: float = Field(
+        0.0, ge=0.0, description="weight of the graph ranking in the fusion (0: off)"
+    )
+    graph_seeds: int = Field(3, ge=1, description="best candidate chunks whose nodes seed it")
 
 
 class HierarchicalConfig(BaseModel):

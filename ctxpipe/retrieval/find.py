@@ -36,7 +36,14 @@ from ctxpipe.retrieval.recall_stats import RecallStatsStore
 from ctxpipe.retrieval.snippets import grow_snippet, hit_date
 from ctxpipe.retrieval.text import Unit
 from ctxpipe.retrieval.tokens import TokenCounter
-from ctxpipe.retrieval.units import Sentence, UnitVectors, as_vector, explode, rank_sentences
+from ctxpipe.retrieval.units import (
+    Sentence,
+    UnitVectors,
+    as_vector,
+    explode,
+    rank_sentences,
+    rrf_ranks,
+)
 from ctxpipe.storage.db import Database
 
 _MIN_CUT_TOKENS = 8  # a budget's last hit is cut to what is left, unless that is less
@@ -65,9 +72,9 @@ class HybridFinder:
 
     @property
     def max_score(self) -> float:
-        """The best fused score a hit can get (first in all six rankings)."""
+        """The best fused score a hit can get (first in every ranking)."""
         cfg = self.config
-        return (4.0 + cfg.vector_weight + cfg.text_weight) / (cfg.rrf_k + 1.0)
+        return (4.0 + cfg.vector_weight + cfg.text_weight + cfg.graph_weight) / (cfg.rrf_k + 1.0)
 
     # ------------------------------------------------------------------ public API
     def embed(self, query: str) -> list[float]:
@@ -106,7 +113,9 @@ class HybridFinder:
         cand = self.store.fuse(qvec, filters, arm, n_cand, timings=timings)
         t1 = time.perf_counter()
         rows = [r for r in cand.rows if float(r.get("sim") or 0.0) >= filters.min_score]
-        hits = self._hits(rows, np.asarray(qvec, dtype=np.float32), k, cand.idf, budget_tokens)
+        bonus = self._graph_ranking(filters.account_id, rows)
+        qv = np.asarray(qvec, dtype=np.float32)
+        hits = self._hits(rows, qv, k, cand.idf, budget_tokens, bonus)
         timings["rank"] = (time.perf_counter() - t1) * 1000
         if hits and (cfg.record_recalls if record is None else record) and self.recall_stats:
             self.recall_stats.record_hits_later(filters.account_id, hits)
@@ -135,6 +144,7 @@ class HybridFinder:
         top_k: int,
         idf: dict[str, float],
         budget_tokens: int | None = None,
+        row_bonus: np.ndarray | None = None,
     ) -> list[FindHit]:
         if not rows:
             return []
@@ -156,6 +166,7 @@ class HybridFinder:
             rrf_k=float(cfg.rrf_k),
             dense_rows=cfg.dense_rows,
             stored=stored,
+            row_bonus=row_bonus,
         )
         hits: list[FindHit] = []
         cited: set[str] = set()
@@ -185,6 +196,25 @@ class HybridFinder:
                 left = max(0, left - hit.tokens)
             hits.append(hit)
         return hits
+
+    def _graph_ranking(self, account_id: str, rows: list[dict[str, Any]]) -> np.ndarray | None:
+        """Seed 002 GraphDistance over the candidates: the nodes of the best `graph_seeds`
+        chunks are at distance 0, candidates one relation away from them at 1; the ranking by
+        1/(1+d) enters the fusion with `graph_weight` (None when off or nothing is related)."""
+        cfg = self.config
+        if cfg.graph_weight <= 0 or not rows:
+            return None
+        seeds = list(dict.fromkeys(str(r["uri"]) for r in rows[: cfg.graph_seeds]))
+        uris = list(dict.fromkeys(str(r["uri"]) for r in rows))
+        near = {b if a in seeds else a for a, b in self.store.edges_among(account_id, seeds, uris)}
+        near -= set(seeds)
+        if not near:
+            return None
+        score = np.array(
+            [1.0 if r["uri"] in seeds else 0.5 if r["uri"] in near else 0.0 for r in rows],
+            dtype=np.float32,
+        )
+        return cfg.graph_weight * rrf_ranks(score, score > 0, float(cfg.rrf_k))
 
     def _cut(self, hit: FindHit, tokens: int) -> FindHit:
         """`hit` with its text cut to fit in `tokens` (its L0 line first to go)."""

@@ -353,6 +353,19 @@ class CandidateStore:
             )
             return {str(key): vec for key, vec in cur.fetchall()}
 
+    def edges_among(
+        self, account_id: str, seeds: Sequence[str], uris: Sequence[str]
+    ) -> list[tuple[str, str]]:
+        """Relation edges, either direction, between `seeds` and `uris` (one query)."""
+        if not seeds or not uris:
+            return []
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self.queries["retrieval_edges_among"],
+                {"account": account_id, "seeds": list(seeds), "uris": list(uris)},
+            ).fetchall()
+        return [(str(a), str(b)) for a, b in rows]
+
     def exact_neighbours(
         self, qvec: Sequence[float], filters: FindFilters, n: int
     ) -> list[tuple[str, float]]:

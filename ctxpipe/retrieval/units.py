@@ -169,9 +169,11 @@ def rank_sentences(
     rrf_k: float = 60.0,
     dense_rows: int = 24,
     stored: Mapping[str, np.ndarray] | None = None,
+    row_bonus: np.ndarray | None = None,
 ) -> list[Sentence]:
     """The sentences, best first, with their fused score and cosine similarity. `stored`:
-    the index-time vectors of the dense chunks' units by `unit_key`."""
+    the index-time vectors of the dense chunks' units by `unit_key`; `row_bonus`: a further
+    fused term per candidate chunk (the graph signal)."""
     sents = ex.sentences
     if not sents:
         return []
@@ -215,6 +217,8 @@ def rank_sentences(
         + rrf_ranks(l_sim, dense_line, rrf_k)[line_of]
         + np.array([float(rows[s.row].get("rrf") or 0.0) for s in sents], dtype=np.float32)
     )
+    if row_bonus is not None:
+        score = score + row_bonus[np.array([s.row for s in sents])]
     for i, s in enumerate(sents):
         s.score = float(score[i])
         s.similarity = float(s_sim[i]) if s_dense[i] else float(rows[s.row].get("sim") or 0.0)

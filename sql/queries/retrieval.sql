@@ -136,3 +136,12 @@ WHERE n.account_id = %(account)s AND n.owner_space = %(space)s
   AND n.category = ANY(%(categories)s)
 ORDER BY n.category = 'profile' DESC, n.updated_at DESC NULLS LAST, n.uri
 LIMIT %(limit)s
+
+-- name: retrieval_edges_among
+-- The relation edges (either direction) between the seed nodes and the other candidates of a
+-- find: the graph signal (seed 002 GraphDistance, one hop).
+SELECT from_uri, to_uri
+FROM {{schema}}.relation_edges
+WHERE account_id = %(account)s
+  AND ((from_uri = ANY(%(seeds)s) AND to_uri = ANY(%(uris)s))
+    OR (to_uri = ANY(%(seeds)s) AND from_uri = ANY(%(uris)s)))

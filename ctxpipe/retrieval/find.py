@@ -38,8 +38,8 @@ from ctxpipe.retrieval.text import Unit
 from ctxpipe.retrieval.tokens import TokenCounter
 from ctxpipe.retrieval.units import (
     Sentence,
+    StoredUnitCache,
     UnitVectors,
-    as_vector,
     explode,
     rank_sentences,
     rrf_ranks,
@@ -68,6 +68,7 @@ class HybridFinder:
         self.store = CandidateStore(db, schema, self.config)
         self.recall_stats = recall_stats
         self.vectors = UnitVectors(embedder)
+        self.stored_units = StoredUnitCache(self.store.unit_vectors)
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="find-embed")
 
     @property
@@ -133,8 +134,9 @@ class HybridFinder:
         return self.store.exact_neighbours(qvec, filters, n)
 
     def invalidate(self) -> None:
-        """Forget cached scope statistics (after bulk loads)."""
+        """Forget cached scope statistics and unit vectors (after bulk loads, a re-index)."""
         self.store.invalidate()
+        self.stored_units.clear()
 
     # ------------------------------------------------------------------ internals
     def _hits(
@@ -152,11 +154,7 @@ class HybridFinder:
         ex = explode(rows)
         stored: dict[str, np.ndarray] = {}
         if cfg.stored_units and cfg.dense_rows:
-            ids = [str(r["chunk_id"]) for r in rows[: cfg.dense_rows]]
-            for key, raw in self.store.unit_vectors(ids).items():
-                vec = as_vector(raw)
-                if vec is not None and vec.shape == q.shape:
-                    stored[key] = vec
+            stored = self.stored_units.get(rows[: cfg.dense_rows], q.shape)
         ranked = rank_sentences(
             rows,
             ex,

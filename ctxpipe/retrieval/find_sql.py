@@ -343,15 +343,19 @@ class CandidateStore:
             detail = " ".join(str(exc).split())
             raise StorageError(f"find on {self.schema}.context_chunks failed: {detail}") from exc
 
-    def unit_vectors(self, chunk_ids: Sequence[str]) -> dict[str, Any]:
-        """The stored vectors of the units of these chunks, by unit key (one query)."""
+    def unit_vectors(self, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The stored vectors of the units of these chunks: chunk id -> unit key -> vector
+        (one query; a chunk without units maps to an empty dict)."""
         if not chunk_ids:
             return {}
+        out: dict[str, dict[str, Any]] = {str(c): {} for c in chunk_ids}
         with self.db.connection() as conn:
             cur = conn.execute(
                 self.queries["retrieval_unit_vectors"], {"ids": list(chunk_ids)}, binary=True
             )
-            return {str(key): vec for key, vec in cur.fetchall()}
+            for chunk_id, key, vec in cur.fetchall():
+                out.setdefault(str(chunk_id), {})[str(key)] = vec
+        return out
 
     def edges_among(
         self, account_id: str, seeds: Sequence[str], uris: Sequence[str]

@@ -18,9 +18,10 @@ LRU cache.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ class Sentence:
     line: int  # index of the line across all candidates
     unit: Unit
     tokens: list[str] = field(default_factory=list)
+    counts: Mapping[str, int] = field(default_factory=dict)
     score: float = 0.0
     similarity: float = 0.0
 
@@ -48,6 +50,7 @@ class Exploded:
     lines: list[Unit]
     line_tokens: list[list[str]]
     line_row: list[int]
+    line_counts: list[Mapping[str, int]] = field(default_factory=list)
 
 
 def explode(rows: Sequence[dict[str, Any]]) -> Exploded:
@@ -56,32 +59,58 @@ def explode(rows: Sequence[dict[str, Any]]) -> Exploded:
     lines: list[Unit] = []
     line_tokens: list[list[str]] = []
     line_row: list[int] = []
+    line_counts: list[Mapping[str, int]] = []
     for r, row in enumerate(rows):
-        refs = [str(x) for x in (row.get("source_refs") or [])]
-        for line in chunk_lines(row.get("text_content") or "", refs, row.get("context_type")):
+        refs = tuple(str(x) for x in (row.get("source_refs") or []))
+        parsed = _chunk_units(row.get("text_content") or "", refs, row.get("context_type"))
+        for line, (tokens, counts), sents in parsed:
             li = len(lines)
             lines.append(line)
-            line_tokens.append(bm25_tokens(line.text))
+            line_tokens.append(tokens)
+            line_counts.append(counts)
             line_row.append(r)
-            for s in line.sentences():
-                sentences.append(Sentence(r, li, s, bm25_tokens(s.text)))
-    return Exploded(sentences, lines, line_tokens, line_row)
+            sentences.extend(Sentence(r, li, s, toks, cnt) for s, (toks, cnt) in sents)
+    return Exploded(sentences, lines, line_tokens, line_row, line_counts)
 
 
-def bm25(docs: Sequence[Sequence[str]], idf: dict[str, float]) -> np.ndarray:
-    """BM25 of each doc (token list) for the query terms of `idf` (stemmed term → idf)."""
+_Bag = tuple[list[str], Mapping[str, int]]  # stemmed words and their counts
+_Parsed = tuple[tuple[Unit, _Bag, tuple[tuple[Unit, _Bag], ...]], ...]
+
+
+def _bag(text: str) -> _Bag:
+    tokens = bm25_tokens(text)
+    return tokens, Counter(tokens)
+
+
+@lru_cache(maxsize=8192)
+def _chunk_units(text: str, refs: tuple[str, ...], context_type: str | None) -> _Parsed:
+    """The lines of a chunk with their stemmed words, and each line's sentences with theirs.
+    Cached by the chunk's text: the same candidates come back query after query, and
+    splitting them is most of the ranking step otherwise. Callers never mutate the units."""
+    out = []
+    for line in chunk_lines(text, list(refs), context_type):
+        sents = tuple((s, _bag(s.text)) for s in line.sentences())
+        out.append((line, _bag(line.text), sents))
+    return tuple(out)
+
+
+def bm25(
+    docs: Sequence[Sequence[str]],
+    idf: dict[str, float],
+    counts: Sequence[Mapping[str, int]] | None = None,
+) -> np.ndarray:
+    """BM25 of each doc (token list) for the query terms of `idf` (stemmed term → idf);
+    `counts`: each doc's term counts, when the caller has them already."""
     if not docs or not idf:
         return np.zeros(len(docs), dtype=np.float32)
-    avg = max(1.0, float(np.mean([len(d) for d in docs])))
+    lengths = np.fromiter((len(d) for d in docs), dtype=np.float32, count=len(docs))
+    norm = _K1 * (1 - _B + _B * lengths / max(1.0, float(lengths.mean())))
+    bags = counts if counts is not None else [Counter(d) for d in docs]
     out = np.zeros(len(docs), dtype=np.float32)
-    for i, d in enumerate(docs):
-        if not d:
-            continue
-        norm = _K1 * (1 - _B + _B * len(d) / avg)
-        for term, w in idf.items():
-            tf = d.count(term)
-            if tf:
-                out[i] += w * tf * (_K1 + 1) / (tf + norm)
+    for term, w in idf.items():
+        tf = np.fromiter((b.get(term, 0) for b in bags), dtype=np.float32, count=len(docs))
+        if tf.any():
+            out += w * tf * (_K1 + 1) / (tf + norm)
     return out
 
 
@@ -159,6 +188,63 @@ class UnitVectors:
         return np.stack([found[t] for t in texts])
 
 
+class StoredUnitCache:
+    """The index-time unit vectors of chunks, kept per (chunk, node version): a find fetches
+    only the chunks it has not seen at their current version (the candidates of one owner
+    recur across queries), and converts each vector once. Bounded by units held."""
+
+    def __init__(
+        self,
+        fetch: Callable[[Sequence[str]], Mapping[str, Mapping[str, Any]]],
+        max_units: int = 50_000,
+    ) -> None:
+        self.fetch = fetch
+        self.max_units = max_units
+        self._data: OrderedDict[str, tuple[int, dict[str, np.ndarray]]] = OrderedDict()
+        self._units = 0
+        self._lock = threading.Lock()
+
+    def get(
+        self, rows: Sequence[Mapping[str, Any]], shape: tuple[int, ...]
+    ) -> dict[str, np.ndarray]:
+        """Unit key -> vector for the units of `rows` (candidate chunk rows)."""
+        out: dict[str, np.ndarray] = {}
+        missing: dict[str, int] = {}
+        with self._lock:
+            for r in rows:
+                cid, version = str(r["chunk_id"]), int(r.get("node_version") or 0)
+                hit = self._data.get(cid)
+                if hit is not None and hit[0] == version:
+                    self._data.move_to_end(cid)
+                    out.update(hit[1])
+                else:
+                    missing[cid] = version
+        if not missing:
+            return out
+        fetched = self.fetch(list(missing))
+        with self._lock:
+            for cid, version in missing.items():
+                vecs: dict[str, np.ndarray] = {}
+                for key, raw in (fetched.get(cid) or {}).items():
+                    vec = as_vector(raw)
+                    if vec is not None and vec.shape == shape:
+                        vecs[key] = vec
+                old = self._data.pop(cid, None)
+                self._units -= len(old[1]) if old else 0
+                self._data[cid] = (version, vecs)
+                self._units += len(vecs)
+                out.update(vecs)
+            while self._units > self.max_units and len(self._data) > 1:
+                _, (_, gone) = self._data.popitem(last=False)
+                self._units -= len(gone)
+        return out
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self._units = 0
+
+
 def rank_sentences(
     rows: Sequence[dict[str, Any]],
     ex: Exploded,
@@ -178,8 +264,8 @@ def rank_sentences(
     if not sents:
         return []
     terms = stemmed_idf(idf)
-    s_lex = bm25([s.tokens for s in sents], terms)
-    l_lex = bm25(ex.line_tokens, terms)
+    s_lex = bm25([s.tokens for s in sents], terms, [s.counts for s in sents])
+    l_lex = bm25(ex.line_tokens, terms, ex.line_counts or None)
     # dense: lines and sentences of the best chunks
     dense_line = np.array([ex.line_row[i] < dense_rows for i in range(len(ex.lines))])
     line_text = [u.text for u in ex.lines]
@@ -228,6 +314,7 @@ def rank_sentences(
 __all__ = [
     "Exploded",
     "Sentence",
+    "StoredUnitCache",
     "UnitVectors",
     "as_vector",
     "bm25",

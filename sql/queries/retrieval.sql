@@ -71,7 +71,7 @@ ORDER BY f.rrf DESC, f.chunk_id
 
 -- name: retrieval_unit_vectors
 -- The index-time vectors of the lines and sentences of the dense candidate chunks.
-SELECT u.unit_key, u.embedding
+SELECT u.chunk_id, u.unit_key, u.embedding
 FROM {{schema}}.chunk_units AS u
 WHERE u.chunk_id = ANY(%(ids)s)
 

@@ -1,0 +1,61 @@
+"""The per-chunk cache of index-time unit vectors that find keeps between queries: it fetches
+only chunks it has not seen at their current node version, and stays within its bound."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ctxpipe.retrieval.units import StoredUnitCache
+
+
+class Replica:
+    """Unit vectors by chunk, as the `retrieval_unit_vectors` query returns them."""
+
+    def __init__(self) -> None:
+        self.units: dict[str, dict[str, list[float]]] = {}
+        self.asked: list[list[str]] = []
+
+    def fetch(self, ids: Sequence[str]) -> Mapping[str, Mapping[str, Any]]:
+        self.asked.append(sorted(ids))
+        return {c: dict(self.units.get(c, {})) for c in ids}
+
+
+def _row(cid: str, version: int) -> dict[str, Any]:
+    return {"chunk_id": cid, "node_version": version}
+
+
+def test_fetches_only_what_it_has_not_seen_at_this_version() -> None:
+    db = Replica()
+    db.units = {"c1": {"k1": [1.0, 0.0]}, "c2": {"k2": [0.0, 1.0], "k3": [1.0, 1.0]}}
+    cache = StoredUnitCache(db.fetch)
+    got = cache.get([_row("c1", 1), _row("c2", 1)], (2,))
+    assert set(got) == {"k1", "k2", "k3"}
+    assert np.allclose(got["k3"], [1.0, 1.0]) and got["k3"].dtype == np.float32
+    assert cache.get([_row("c2", 1), _row("c1", 1)], (2,)).keys() == got.keys()
+    assert db.asked == [["c1", "c2"]]  # the second query asked nothing
+    db.units["c2"] = {"k4": [0.5, 0.5]}  # the node changed: new version, new units
+    got = cache.get([_row("c1", 1), _row("c2", 2)], (2,))
+    assert set(got) == {"k1", "k4"} and db.asked[-1] == ["c2"]
+
+
+def test_vectors_of_another_shape_are_left_out() -> None:
+    db = Replica()
+    db.units = {"c1": {"k1": [1.0, 0.0, 0.0], "k2": [1.0, 0.0]}}
+    assert set(StoredUnitCache(db.fetch).get([_row("c1", 1)], (2,))) == {"k2"}
+
+
+def test_stays_within_its_bound_dropping_the_least_recently_used() -> None:
+    db = Replica()
+    db.units = {f"c{i}": {f"k{i}-{j}": [float(i), float(j)] for j in range(10)} for i in range(5)}
+    cache = StoredUnitCache(db.fetch, max_units=30)
+    for i in range(5):
+        cache.get([_row(f"c{i}", 1)], (2,))
+    assert cache._units <= 30  # noqa: SLF001 - the bound itself is the behaviour
+    db.asked.clear()
+    cache.get([_row("c4", 1)], (2,))  # recent: still held
+    assert db.asked == []
+    cache.get([_row("c0", 1)], (2,))  # the oldest went first
+    assert db.asked == [["c0"]]

@@ -11,8 +11,9 @@ Reported, for find owner-filtered (one owner, 1 % of the rows) and unfiltered (t
 p50/p95 of the whole `find` call (query embedding on one torch thread, SQL, sentence ranking,
 recall recording)
 and recall@10 of its vector search against an exact scan of the same rows; and as the
-baseline measured in the same run, p50/p95 of that exact scan. Targets: p95 <= 30 ms, recall
->= 0.95.
+baseline measured in the same run (alternating which runs first), p50/p95 of the bare query a
+plain vector store runs: embed the question, exact top-10 by cosine over the same rows.
+Targets: find p95 <= 1.5 x the bare query's, recall >= 0.95.
 """
 
 from __future__ import annotations
@@ -184,6 +185,18 @@ def load(
     return time.perf_counter() - started
 
 
+def _bare(
+    finder: HybridFinder, q: str, filters: FindFilters, times: list[float]
+) -> tuple[list[float], set[str]]:
+    """The bare query of a plain vector store, timed: embed the question, exact top-10 by
+    cosine over the same rows in pgvector (also the ground truth of find's recall)."""
+    t0 = time.perf_counter()
+    qvec = finder.embed(q)
+    truth = {c for c, _ in finder.exact_neighbours(qvec, filters, 10)}
+    times.append((time.perf_counter() - t0) * 1000)
+    return qvec, truth
+
+
 def run(finder: HybridFinder, queries: list[str], filters_of: Any, label: str) -> dict[str, Any]:
     latencies: list[float] = []
     stages: dict[str, list[float]] = {}
@@ -192,34 +205,35 @@ def run(finder: HybridFinder, queries: list[str], filters_of: Any, label: str) -
     plans: set[str] = set()
     for i, q in enumerate(queries):
         filters: FindFilters = filters_of(i)
+        if i % 2 == 0:  # alternate which of find and the bare query runs first
+            qvec, truth = _bare(finder, q, filters, exact_ms)
         t0 = time.perf_counter()
         res = finder.find(q, filters, 10)
         latencies.append((time.perf_counter() - t0) * 1000)
+        if i % 2 == 1:
+            qvec, truth = _bare(finder, q, filters, exact_ms)
         for k, v in res.timings_ms.items():
             stages.setdefault(k, []).append(v)
         plans.add(res.plan)
-        qvec = finder.embed(q)
         n_cand = max(finder.config.candidates, 20)  # what find asked the vector arm for
         cand = finder.store.candidates("", qvec, filters, n_cand, plan=res.plan)
         got = [r["chunk_id"] for r in sorted(cand.rows, key=lambda r: r["vr"])][:10]
-        t1 = time.perf_counter()
-        truth = {c for c, _ in finder.exact_neighbours(qvec, filters, 10)}
-        exact_ms.append((time.perf_counter() - t1) * 1000)
         recalls.append(len(truth & set(got)) / max(1, len(truth)))
     out = {
         "p50_ms": percentile(latencies, 50),
         "p95_ms": percentile(latencies, 95),
         "recall@10": float(np.mean(recalls)),
-        "exact_scan_p50_ms": percentile(exact_ms, 50),
-        "exact_scan_p95_ms": percentile(exact_ms, 95),
+        "bare_p50_ms": percentile(exact_ms, 50),
+        "bare_p95_ms": percentile(exact_ms, 95),
         "plan": "/".join(sorted(plans)),
         "stages_p50_ms": {k: percentile(v, 50) for k, v in stages.items() if k != "total"},
     }
     print(
         f"{label:14} find p50 {out['p50_ms']:6.1f} ms  p95 {out['p95_ms']:6.1f} ms  "
-        f"recall@10 {out['recall@10']:.3f}  plan {out['plan']:6}  | exact scan (baseline) "
-        f"p50 {out['exact_scan_p50_ms']:6.1f} ms p95 {out['exact_scan_p95_ms']:6.1f} ms  "
-        f"(find p95 / exact p95 = {out['p95_ms'] / out['exact_scan_p95_ms']:.2f})"
+        f"recall@10 {out['recall@10']:.3f}  plan {out['plan']:6}  | bare query (embed + exact "
+        f"top-10) p50 {out['bare_p50_ms']:6.1f} ms p95 {out['bare_p95_ms']:6.1f} ms  "
+        f"(find / bare: p50 {out['p50_ms'] / out['bare_p50_ms']:.2f}, "
+        f"p95 {out['p95_ms'] / out['bare_p95_ms']:.2f}; target p95 <= 1.5)"
     )
     print(
         f"{'':14} stages p50: "

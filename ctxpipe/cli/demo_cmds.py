@@ -53,12 +53,10 @@ def check_stack(cfg: Settings) -> None:
 
 def outbox_counts(cfg: Settings) -> list[tuple[str, str, int]]:
     import psycopg
-    from psycopg import sql
 
-    query = sql.SQL(
-        "SELECT status, event_type, count(*) FROM {}.outbox_events "
-        "GROUP BY status, event_type ORDER BY status, event_type"
-    ).format(sql.Identifier(cfg.db_schema))
+    from ctxpipe.storage.queries import Queries
+
+    query = Queries(cfg.db_schema)["outbox_counts_by_type"]
     with psycopg.connect(cfg.database_url, connect_timeout=10) as conn:
         return [(str(s), str(t), int(n)) for s, t, n in conn.execute(query).fetchall()]
 

@@ -19,6 +19,7 @@ from psycopg import sql
 
 from ctxpipe.core.errors import StorageError
 from ctxpipe.providers.base import VectorHit
+from ctxpipe.storage.chunk_sql import ChunkScope, HnswTuner, chunk_where, vector_literal
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
 
@@ -42,22 +43,6 @@ def _as_list(value: Any, key: str) -> list[Any]:
     raise ValueError(f"filter {key!r} must be a string or a list of strings, not {value!r}")
 
 
-def _vector_literal(vector: Sequence[float]) -> str:
-    values = [float(x) for x in vector]
-    if not values:
-        raise ValueError("query_vector is empty")
-    if not all(math.isfinite(x) for x in values):
-        raise ValueError("query_vector contains NaN or infinite values")
-    return "[" + ",".join(repr(x) for x in values) + "]"
-
-
-def _version_tuple(text: str | None) -> tuple[int, ...]:
-    try:
-        return tuple(int(p) for p in (text or "0").split("."))
-    except ValueError:
-        return (0,)
-
-
 class PgVectorIndex:
     """Similarity search over the index replica (the dedup prefilter and `find`)."""
 
@@ -69,7 +54,8 @@ class PgVectorIndex:
         self._db = db
         self.schema = schema
         self.ef_search = ef_search  # HNSW candidate list size (recall vs speed)
-        self._iterative_scan: bool | None = None  # pgvector >= 0.8, probed on first search
+        self._queries = Queries(schema)
+        self._tuner = HnswTuner(self._queries)
 
     def __repr__(self) -> str:
         return f"PgVectorIndex({self._db!r}, schema={self.schema!r})"
@@ -100,7 +86,7 @@ class PgVectorIndex:
         try:
             with self._db.connection() as conn:
                 row = conn.execute(
-                    Queries(self.schema)["chunks_exist_for_owner"],
+                    self._queries["chunks_exist_for_owner"],
                     {"account_id": account_id, "owner_space": owner_space, "category": category},
                 ).fetchone()
         except psycopg.Error as exc:
@@ -133,72 +119,38 @@ class PgVectorIndex:
         account = filters.get("account_id")
         if not isinstance(account, str) or not account:
             raise ValueError("vector search needs filters['account_id'] (tenancy scope)")
-        params: dict[str, Any] = {"q": _vector_literal(query_vector), "account": account}
-        where = [sql.SQL("c.account_id = %(account)s"), sql.SQL("c.embedding IS NOT NULL")]
         if top_k <= 0:
-            return None, params
-
+            return None, {}
         level = filters.get("level", level)
-        if level is not None:
-            levels = _as_list(level, "level")
-            if not levels:
-                return None, params
-            params["levels"] = [int(v) for v in levels]
-            where.append(sql.SQL("c.level = ANY(%(levels)s)"))
-        for key, column in (
-            ("owner_space", "owner_space"),
-            ("category", "category"),
-            ("context_type", "context_type"),
-            ("parent_uri", "parent_uri"),
+        lists: dict[str, list[Any] | None] = {}
+        for key, name in (
+            ("owner_space", "owner_spaces"),
+            ("category", "categories"),
+            ("context_type", "context_types"),
+            ("parent_uri", "parent_uris"),
         ):
             value = filters.get(key)
-            if value is None:
-                continue
-            values = [str(v) for v in _as_list(value, key)]
-            if not values:
-                return None, params
-            params[key] = values
-            where.append(sql.SQL("c.{} = ANY(%({})s)").format(sql.Identifier(column), sql.SQL(key)))
+            lists[name] = None if value is None else [str(v) for v in _as_list(value, key)]
+        levels = None if level is None else [int(v) for v in _as_list(level, "level")]
+        if levels == [] or any(v == [] for v in lists.values()):
+            return None, {}
         prefix = filters.get("uri_prefix")
-        if prefix is not None:
-            escaped = re.sub(r"([\\%_])", r"\\\1", str(prefix))
-            params["uri_prefix"] = escaped + "%"
-            where.append(sql.SQL("c.uri LIKE %(uri_prefix)s ESCAPE '\\'"))
-
+        scope = ChunkScope(
+            account_id=account,
+            levels=levels,
+            uri_prefixes=None if prefix is None else [str(prefix)],
+            **lists,
+        )
+        where, params = chunk_where(scope)
+        params["q"] = vector_literal(query_vector)
         params["limit"] = min(int(top_k), _MAX_TOP_K) * _OVERSAMPLE
-        query = sql.SQL(
-            "SELECT c.uri, c.level, c.category, c.owner_space, c.context_type, c.chunk_id, "
-            "c.chunk_index, c.text_content, c.source_refs, c.metadata, c.node_version, "
-            "n.abstract_text, n.version, (c.embedding <=> %(q)s::vector) AS distance "
-            "FROM {chunks} AS c JOIN {nodes} AS n "
-            "ON n.uri = c.uri AND n.account_id = c.account_id "
-            "WHERE {where} "
-            "ORDER BY c.embedding <=> %(q)s::vector, c.uri, c.chunk_index "
-            "LIMIT %(limit)s"
-        ).format(
-            chunks=sql.Identifier(self.schema, "context_chunks"),
-            nodes=sql.Identifier(self.schema, "context_nodes"),
-            where=sql.SQL(" AND ").join(where),
-        )
-        return query, params
-
-    def _tune(self, conn: psycopg.Connection[Any], limit: int) -> None:
-        """Transaction-local HNSW settings so filtered searches still return `limit` rows."""
-        if self._iterative_scan is None:
-            row = conn.execute(
-                "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-            ).fetchone()
-            self._iterative_scan = _version_tuple(row[0] if row else None) >= (0, 8)
-        conn.execute(
-            "SELECT set_config('hnsw.ef_search', %s, true)", (str(max(self.ef_search, limit)),)
-        )
-        if self._iterative_scan:
-            conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")
+        return sql.SQL(self._queries["vector_search_nodes"]).format(where=where), params
 
     def _run(self, query: sql.Composed, params: dict[str, Any], top_k: int) -> list[VectorHit]:
         try:
             with self._db.connection() as conn:
-                self._tune(conn, int(params["limit"]))
+                ef = max(self.ef_search, int(params["limit"]))
+                self._tuner.tune(conn, ef, order="strict_order")
                 rows = conn.execute(query, params).fetchall()
         except psycopg.Error as exc:
             detail = " ".join(str(exc).split())

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg.types.json import Jsonb
 
+from ctxpipe.core.caches import LockedCache
 from ctxpipe.core.models import NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message, RequestContext
 from ctxpipe.fs import ContextFS, FSRelationStore
@@ -20,7 +21,6 @@ from ctxpipe.retrieval.access import check_readable, owner_spaces, visible
 from ctxpipe.retrieval.config import RetrievalConfig
 from ctxpipe.retrieval.context_builder import ContextBuilder, ContextRequest, ContextResult
 from ctxpipe.retrieval.find import HybridFinder
-from ctxpipe.retrieval.find_sql import TTLCache
 from ctxpipe.retrieval.graph import GraphNeighbour, neighbours
 from ctxpipe.retrieval.incremental import PgSnapshotStore, SnapshotStore
 from ctxpipe.retrieval.intent import IntentAnalyzer
@@ -78,7 +78,10 @@ class ReadPath:
             schema=schema,
         )
         self.relations = relations or FSRelationStore(fs)
-        self._sessions_cache = TTLCache(self.config.find.count_cache_s)
+        # the user's sessions (one query joining the replica): briefly stale is harmless
+        self._sessions_cache: LockedCache[list[str]] = LockedCache.ttl(
+            4096, self.config.find.count_cache_s
+        )
         self.owners = SessionOwners(fs)
 
     @classmethod

@@ -23,11 +23,7 @@ fusion and the candidates' rows); scope statistics and term frequencies are cach
 
 from __future__ import annotations
 
-import math
-import re
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,10 +31,12 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from ctxpipe.core.caches import LockedCache
 from ctxpipe.core.errors import StorageError
 from ctxpipe.retrieval.config import FindConfig
 from ctxpipe.retrieval.models import FindFilters
 from ctxpipe.retrieval.text import bm25_idf, query_terms, tsquery_or
+from ctxpipe.storage.chunk_sql import ChunkScope, HnswTuner, chunk_where, vector_literal
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
 
@@ -46,88 +44,24 @@ _BM25_K1 = 1.2
 _BM25_B = 0.75
 
 
-def vector_literal(vector: Sequence[float]) -> str:
-    values = [float(x) for x in vector]
-    if not values or not all(math.isfinite(x) for x in values):
-        raise ValueError("query vector is empty or not finite")
-    return "[" + ",".join(repr(x) for x in values) + "]"
-
-
-def _like_prefix(prefix: str) -> str:
-    return re.sub(r"([\\%_])", r"\\\1", prefix) + "%"
-
-
 def build_where(
     filters: FindFilters, *, scope_only: bool = False
 ) -> tuple[sql.Composed, dict[str, Any]]:
-    """WHERE clause over ``c`` (context_chunks) and its parameters.
-
+    """WHERE clause over ``c`` (context_chunks) for `filters`, and its parameters.
     `scope_only`: just account + owner spaces (what the plan-choice count uses)."""
-    params: dict[str, Any] = {"account": filters.account_id}
-    where: list[sql.Composable] = [sql.SQL("c.account_id = %(account)s")]
-    if filters.owner_spaces is not None:
-        exact = [s for s in filters.owner_spaces if "/" in s]
-        scopes = [s for s in filters.owner_spaces if "/" not in s]
-        parts: list[sql.Composable] = []
-        if exact:
-            params["spaces"] = exact
-            parts.append(sql.SQL("c.owner_space = ANY(%(spaces)s)"))
-        if scopes:
-            params["space_scopes"] = scopes
-            params["space_like"] = [s + "/%" for s in scopes]
-            parts.append(sql.SQL("c.owner_space = ANY(%(space_scopes)s)"))
-            parts.append(sql.SQL("c.owner_space LIKE ANY(%(space_like)s)"))
-        if parts:
-            where.append(sql.SQL("(") + sql.SQL(" OR ").join(parts) + sql.SQL(")"))
-        else:
-            where.append(sql.SQL("false"))
-    if not scope_only:
-        for field, column in (
-            ("context_types", "context_type"),
-            ("categories", "category"),
-            ("parent_uris", "parent_uri"),
-            ("uris", "uri"),
-        ):
-            values = getattr(filters, field)
-            if values is None:
-                continue
-            params[field] = list(values)
-            where.append(
-                sql.SQL("c.{} = ANY(%({})s)").format(sql.Identifier(column), sql.SQL(field))
-            )
-        if filters.levels is not None:
-            params["levels"] = list(filters.levels)
-            where.append(sql.SQL("c.level = ANY(%(levels)s)"))
-        if filters.uri_prefixes is not None:
-            params["uri_like"] = [_like_prefix(p) for p in filters.uri_prefixes]
-            where.append(sql.SQL("c.uri LIKE ANY(%(uri_like)s)"))
-    return sql.SQL(" AND ").join(where), params
-
-
-class TTLCache:
-    def __init__(self, ttl_s: float, size: int = 1024) -> None:
-        self.ttl_s = ttl_s
-        self.size = size
-        self._data: OrderedDict[Any, tuple[float, Any]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Any) -> Any | None:
-        with self._lock:
-            item = self._data.get(key)
-            if item is None or time.monotonic() - item[0] > self.ttl_s:
-                return None
-            return item[1]
-
-    def put(self, key: Any, value: Any) -> None:
-        with self._lock:
-            self._data[key] = (time.monotonic(), value)
-            self._data.move_to_end(key)
-            while len(self._data) > self.size:
-                self._data.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
+    return chunk_where(
+        ChunkScope(
+            account_id=filters.account_id,
+            owner_spaces=filters.owner_spaces,
+            context_types=filters.context_types,
+            categories=filters.categories,
+            parent_uris=filters.parent_uris,
+            uris=filters.uris,
+            levels=filters.levels,
+            uri_prefixes=filters.uri_prefixes,
+        ),
+        scope_only=scope_only,
+    )
 
 
 @dataclass
@@ -157,9 +91,11 @@ class CandidateStore:
         self.schema = schema
         self.config = config
         self.queries = Queries(schema)
-        self._stats = TTLCache(config.count_cache_s)
-        self._df = TTLCache(max(config.count_cache_s, 60.0), size=50_000)
-        self._iterative: bool | None = None
+        # owner row counts for the plan choice: briefly stale is harmless, a count is a scan
+        self._stats: LockedCache[tuple[int, float]] = LockedCache.ttl(1024, config.count_cache_s)
+        # term document frequencies for the IDFs: they move slowly, one query per new term
+        self._df: LockedCache[int] = LockedCache.ttl(50_000, max(config.count_cache_s, 60.0))
+        self._tuner = HnswTuner(self.queries)
 
     @staticmethod
     def _scope_key(filters: FindFilters) -> tuple[Any, ...]:
@@ -387,29 +323,13 @@ class CandidateStore:
     def _tune(self, conn: psycopg.Connection[Any], limit: int) -> None:
         """Transaction-local HNSW settings: candidate list size and iterative scans."""
         cfg = self.config
-        if self._iterative is None:
-            row = conn.execute(
-                "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-            ).fetchone()
-            version = tuple(int(p) for p in str(row[0] if row else "0").split(".") if p.isdigit())
-            self._iterative = version >= (0, 8)
-        ef = str(max(cfg.ef_search, limit))
-        if self._iterative:
-            conn.execute(
-                "SELECT set_config('hnsw.ef_search', %s, true), "
-                "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-                "set_config('hnsw.max_scan_tuples', %s, true)",
-                (ef, str(cfg.max_scan_tuples)),
-            )
-        else:
-            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (ef,))
+        ef = max(cfg.ef_search, limit)
+        self._tuner.tune(conn, ef, order="relaxed_order", max_scan_tuples=cfg.max_scan_tuples)
 
 
 __all__ = [
     "CandidateStore",
     "Candidates",
-    "TTLCache",
     "TextArm",
     "build_where",
-    "vector_literal",
 ]

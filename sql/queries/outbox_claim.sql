@@ -103,3 +103,7 @@ SELECT status, count(*) FROM {{schema}}.outbox_events GROUP BY status
 SELECT EXTRACT(EPOCH FROM (now() - min(created_at)))::float8
 FROM {{schema}}.outbox_events
 WHERE status IN ('pending', 'failed')
+
+-- name: outbox_counts_by_type
+SELECT status, event_type, count(*) FROM {{schema}}.outbox_events
+GROUP BY status, event_type ORDER BY status, event_type

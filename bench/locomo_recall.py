@@ -46,6 +46,7 @@ import _locomo
 import numpy as np
 from _grounding import TurnContent, best_sentence, contains_answer, grounded_turns
 from _recall_scoring import BUDGETS, GROUNDED, Item, Tally, score_items
+from pydantic import BaseModel
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -57,11 +58,12 @@ from ctxpipe.core.config import Settings  # noqa: E402
 from ctxpipe.core.session import RequestContext, SessionInput  # noqa: E402
 from ctxpipe.index.worker import IndexWorker  # noqa: E402
 from ctxpipe.retrieval.access import owner_spaces  # noqa: E402
-from ctxpipe.retrieval.config import FindConfig  # noqa: E402
+from ctxpipe.retrieval.config import FindConfig, HierarchicalConfig  # noqa: E402
 from ctxpipe.retrieval.context_builder import ContextRequest  # noqa: E402
 from ctxpipe.retrieval.engine import ReadPath  # noqa: E402
 from ctxpipe.retrieval.find import HybridFinder  # noqa: E402
 from ctxpipe.retrieval.models import FindFilters, FindHit, FindResult  # noqa: E402
+from ctxpipe.retrieval.search import SearchEngine  # noqa: E402
 from ctxpipe.retrieval.text import STOPWORDS, stem, words  # noqa: E402
 from ctxpipe.runtime import Runtime  # noqa: E402
 from ctxpipe.storage.embedded_pg import start_postgres, stop_postgres  # noqa: E402
@@ -81,6 +83,7 @@ FIND_MS_QUERY_TIME: list[float] = []  # the same questions, unit vectors encoded
 FIND_PHASES: list[dict[str, float]] = []  # find's own timings_ms per call
 BARE_MS: list[float] = []  # the bare query: embed the question + exact pgvector top-10
 VARIANTS: dict[str, dict[str, Any]] = {}  # "find K=V" systems: FindConfig changes (--variant)
+SEARCH_VARIANTS: dict[str, dict[str, Any]] = {}  # "search K=V": HierarchicalConfig changes
 _ID_RE = re.compile(r"D\d+:\d+")
 
 
@@ -219,7 +222,7 @@ def print_table(tally: Tally, convs: set[int] | None, title: str) -> dict[str, A
         f"{CATEGORIES[c]}={tally.count('bm25', c, convs)}" for c in cats) + ")")  # fmt: skip
     print(f"{'system':26}" + "".join(f"{c:>10}" for c in COLUMNS))
     out: dict[str, Any] = {}
-    for system in (*SYSTEMS, *VARIANTS):
+    for system in (*SYSTEMS, *VARIANTS, *SEARCH_VARIANTS):
         if not tally.count(system, conversations=convs):
             continue
         row = {c: tally.mean(system, c, conversations=convs) for c in COLUMNS}
@@ -316,6 +319,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--variant", action="append", default=[], metavar="K=V[,K=V]",
                     help="also score find with these FindConfig values (e.g. snippet_tokens=96),"
                          " as a system of its own on the same index; repeatable")  # fmt: skip
+    ap.add_argument("--search-variant", action="append", default=[], metavar="K=V[,K=V]",
+                    help="also score search with these HierarchicalConfig values (e.g. "
+                         "alpha=0.8), as a system of its own; repeatable")  # fmt: skip
     args = ap.parse_args(argv)
 
     data = _locomo.load(args.data)
@@ -325,6 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     CONTEXT_BUDGET[0] = args.budget
     for spec in args.variant:
         VARIANTS[f"find {spec}"] = parse_variant(spec)
+    for spec in args.search_variant:
+        SEARCH_VARIANTS[f"search {spec}"] = parse_variant(spec, HierarchicalConfig)
     tmp = Path(tempfile.mkdtemp(prefix="ctxpipe-locomo-"))
     pg_dir = tmp / "pg"
     url = args.database_url
@@ -462,6 +470,11 @@ def evaluate(
         if not args.no_search:
             res = read.searcher.search(question, filters, ctx=ctx, agent_id=ctx.agent_id)
             answers["ctxpipe search"] = hit_items(res.hits)
+        for system, update in SEARCH_VARIANTS.items():
+            res = _search_variant(read, system, update).search(
+                question, filters, ctx=ctx, agent_id=ctx.agent_id, record=False
+            )
+            answers[system] = hit_items(res.hits)
         built = read.builder.build(
             ContextRequest(query=question, budget=args.budget, incremental=False), ctx, filters
         )
@@ -477,15 +490,26 @@ _QUERY_TIME: dict[int, HybridFinder] = {}
 _VARIANTS: dict[str, HybridFinder] = {}
 
 
-def parse_variant(spec: str) -> dict[str, Any]:
-    """``snippet_tokens=96,dense_rows=32`` -> FindConfig values (validated)."""
+def parse_variant(spec: str, model: type[BaseModel] = FindConfig) -> dict[str, Any]:
+    """``snippet_tokens=96,dense_rows=32`` -> values of `model` (validated)."""
     update: dict[str, Any] = {}
     for part in spec.split(","):
         key, _, value = part.partition("=")
-        if key.strip() not in FindConfig.model_fields or not value:
-            raise SystemExit(f"--variant {spec!r}: {key!r} is not a FindConfig field=value")
+        if key.strip() not in model.model_fields or not value:
+            raise SystemExit(f"{spec!r}: {key!r} is not a {model.__name__} field=value")
         update[key.strip()] = value.strip()
-    return FindConfig(**update).model_dump(include=set(update))
+    return model(**update).model_dump(include=set(update))
+
+
+_SEARCH_VARIANTS: dict[str, SearchEngine] = {}
+
+
+def _search_variant(read: ReadPath, system: str, update: dict[str, Any]) -> SearchEngine:
+    """A search over the same finder with some HierarchicalConfig values changed."""
+    if system not in _SEARCH_VARIANTS:
+        cfg = read.searcher.config.model_copy(update=update)
+        _SEARCH_VARIANTS[system] = SearchEngine(read.finder, read.intent, cfg)
+    return _SEARCH_VARIANTS[system]
 
 
 def _variant(read: ReadPath, system: str, update: dict[str, Any]) -> HybridFinder:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from ctxpipe.core.config import PipelineConfig
 from ctxpipe.core.models import (
     CandidateMemory,
@@ -11,22 +9,13 @@ from ctxpipe.core.models import (
     SkippedCandidate,
     ToolSkillCandidate,
 )
+from ctxpipe.core.text import similarity
 from ctxpipe.core.uri import slugify
 
 Candidate = CandidateMemory | ToolSkillCandidate
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def token_set(text: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(text) if len(w) > 2}
-
-
-def jaccard(a: str, b: str) -> float:
-    sa, sb = token_set(a), token_set(b)
-    if not sa or not sb:
-        return 0.0
-    return len(sa & sb) / len(sa | sb)
+# a candidate this close to a memory recalled into the session restates it (core.text)
+RESTATES = 0.9
 
 
 class CandidatePipeline:
@@ -67,7 +56,7 @@ class CandidatePipeline:
             if c.confidence < cfg.min_confidence:
                 skip(c, f"confidence {c.confidence:.2f} < min {cfg.min_confidence:.2f}")
                 continue
-            if any(jaccard(c.abstract, t) >= 0.8 for t in recalled):
+            if any(similarity(c.abstract, t) >= RESTATES for t in recalled):
                 skip(c, "restates a memory recalled into this session (used_contexts)")
                 continue
             c = c.model_copy(update={"source_refs": refs})

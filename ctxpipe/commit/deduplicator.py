@@ -14,19 +14,19 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ctxpipe.commit.candidate_pipeline import jaccard
 from ctxpipe.commit.policies.base import MERGEABLE, PlanContext, candidate_patch
 from ctxpipe.core.config import DedupConfig
 from ctxpipe.core.enums import DedupDecision, WriteAction
 from ctxpipe.core.errors import CtxError
 from ctxpipe.core.llm_schemas import DedupDecisionOutput
 from ctxpipe.core.models import CandidateMemory, ContextNode, DedupResult, content_hash
+from ctxpipe.core.text import similarity
 from ctxpipe.core.uri import CtxURI, slugify
 from ctxpipe.fs import ContextFS
 from ctxpipe.providers.base import Embedder, VectorIndex
 
 log = logging.getLogger(__name__)
-IN_COMMIT_THRESHOLD = 0.85
+IN_COMMIT_THRESHOLD = 0.9  # core.text.similarity: rapidfuzz token-sort ratio
 NON_MERGEABLE_SKIP = 0.95
 
 
@@ -94,7 +94,7 @@ class CandidateDeduplicator:
         for target, plan in pc.pending.items():
             if plan.category != c.category or plan.action is WriteAction.SKIP:
                 continue
-            sim = jaccard(c.abstract, plan.node_patch.get("abstract", ""))
+            sim = similarity(c.abstract, plan.node_patch.get("abstract", ""))
             keys = set(slugify(c.routing_key).split("-"))
             if not keys & set(CtxURI.parse(target).name.split("-")):
                 continue  # different topics that merely share a sentence

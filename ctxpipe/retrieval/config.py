@@ -51,15 +51,23 @@ class FindConfig(BaseModel):
 
 
 class HierarchicalConfig(BaseModel):
-    """Seed 001 HierarchicalRetriever constants."""
+    """Seed 001 HierarchicalRetriever constants. Seed values: global_top_k 3, alpha 0.5, SQL
+    drill-down; the defaults (pool 20, alpha 0.7, global_top_k 5) were chosen by a sweep on
+    the first three LoCoMo dev conversations (README, Retrieval)."""
 
-    global_top_k: int = Field(3, ge=1)
+    global_top_k: int = Field(5, ge=1)
     children_top_k: int = Field(5, ge=1)
     final_take: int = Field(10, ge=1)
-    alpha: float = Field(0.5, ge=0.0, le=1.0, description="final = a*child + (1-a)*parent")
+    alpha: float = Field(0.7, ge=0.0, le=1.0, description="final = a*child + (1-a)*parent")
     max_convergence_rounds: int = Field(3, ge=1)
     convergence_threshold: float = Field(0.001, ge=0.0)
     max_rounds: int = Field(32, ge=1, description="hard stop on drill-down rounds")
+    pool: int = Field(
+        20,
+        ge=0,
+        description="drill down inside find's best `pool` hits for the query, on find's own "
+        "scores (0: search each directory and node again in SQL)",
+    )
 
 
 class IntentConfig(BaseModel):

@@ -54,7 +54,10 @@ class ChildSearcher(Protocol):
 
 
 def hit_key(h: FindHit) -> str:
-    return f"{h.uri}#{h.level}.{h.chunk_index}"
+    """One returned unit: a chunk's part that cites these turns (find returns one hit per
+    cited turn, several from one chunk), or the chunk itself when it cites none."""
+    key = f"{h.uri}#{h.level}.{h.chunk_index}"
+    return f"{key}@{','.join(sorted(h.source_refs))}" if h.source_refs else key
 
 
 def parent_dir(uri: str) -> str | None:

@@ -11,7 +11,7 @@ from ctxpipe.core.llm_schemas import TypedQuery
 from ctxpipe.core.session import Message, RequestContext
 from ctxpipe.retrieval.config import HierarchicalConfig
 from ctxpipe.retrieval.find import HybridFinder
-from ctxpipe.retrieval.hierarchical import HierarchicalRetriever, hit_key
+from ctxpipe.retrieval.hierarchical import HierarchicalRetriever, hit_key, parent_dir
 from ctxpipe.retrieval.intent import IntentAnalyzer, IntentResult
 from ctxpipe.retrieval.models import FindFilters, FindHit, SearchResult, TypedQueryResult
 
@@ -47,6 +47,34 @@ class FinderSearcher:
         kids = self._find(query, qvec, filters.narrowed(parent_uris=[uri]), top_k)
         merged = sorted(own + kids, key=lambda h: -h.score)
         return merged[:top_k]
+
+
+class PoolSearcher:
+    """`ChildSearcher` over find's best `pool` hits for one query: the global step is find,
+    and drilling into a directory or a node re-ranks the pool's hits under it with the
+    parent's score, on find's own scale (a search inside a narrower scope would rank its best
+    chunk first whatever its score in the whole scope). One per typed query."""
+
+    def __init__(self, finder: HybridFinder, pool: int) -> None:
+        self.inner = FinderSearcher(finder)
+        self.pool = pool
+        self._hits: list[FindHit] = []
+
+    def global_search(
+        self, query: str, qvec: Sequence[float], filters: FindFilters, top_k: int
+    ) -> list[FindHit]:
+        self._hits = self.inner.global_search(query, qvec, filters, max(top_k, self.pool))
+        return self._hits[:top_k]
+
+    def search_children(
+        self, query: str, qvec: Sequence[float], filters: FindFilters, parent: str, top_k: int
+    ) -> list[FindHit]:
+        return [h for h in self._hits if parent_dir(h.uri) == parent][:top_k]
+
+    def search_within(
+        self, query: str, qvec: Sequence[float], filters: FindFilters, uri: str, top_k: int
+    ) -> list[FindHit]:
+        return [h for h in self._hits if uri in (h.uri, parent_dir(h.uri))][:top_k]
 
 
 def scope_filters(base: FindFilters, tq: TypedQuery, agent_id: str | None) -> FindFilters:
@@ -86,6 +114,12 @@ class SearchEngine:
         self.config = config or HierarchicalConfig()
         self.retriever = HierarchicalRetriever(FinderSearcher(finder), self.config)
 
+    def _retriever(self) -> HierarchicalRetriever:
+        """The seed 001 retriever, over a fresh pool of find's hits when pooling."""
+        if self.config.pool:
+            return HierarchicalRetriever(PoolSearcher(self.finder, self.config.pool), self.config)
+        return self.retriever
+
     def search(
         self,
         query: str,
@@ -108,7 +142,7 @@ class SearchEngine:
             t2 = time.perf_counter()
             for tq, vec in zip(intent.queries, vectors, strict=True):
                 scoped = scope_filters(filters, tq, agent_id or (ctx.agent_id if ctx else None))
-                res = self.retriever.retrieve(
+                res = self._retriever().retrieve(
                     tq.query,
                     vec,
                     scoped,
@@ -118,7 +152,7 @@ class SearchEngine:
                 )
                 if not res.hits and scoped is not filters:
                     # nothing of that type exists here: look in memory instead
-                    res = self.retriever.retrieve(
+                    res = self._retriever().retrieve(
                         tq.query,
                         vec,
                         filters,
@@ -170,4 +204,11 @@ def merge_results(results: Sequence[TypedQueryResult], take: int) -> list[FindHi
     return merge_by_rank([r.hits for r in ordered], take)
 
 
-__all__ = ["FinderSearcher", "SearchEngine", "merge_by_rank", "merge_results", "scope_filters"]
+__all__ = [
+    "FinderSearcher",
+    "PoolSearcher",
+    "SearchEngine",
+    "merge_by_rank",
+    "merge_results",
+    "scope_filters",
+]

@@ -17,21 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are aren't as at be because been
-    before being below between both but by can can't cannot could couldn't did didn't do does
-    doesn't doing don't down during each few for from further had hadn't has hasn't have haven't
-    having he he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll
-    i'm i've if in into is isn't it it's its itself let's me more most mustn't my myself no nor
-    not of off on once only or other ought our ours ourselves out over own same shan't she she'd
-    she'll she's should shouldn't so some such than that that's the their theirs them themselves
-    then there there's these they they'd they'll they're they've this those through to too under
-    until up very was wasn't we we'd we'll we're we've were weren't what what's when when's where
-    where's which while who who's whom why why's with won't would wouldn't you you'd you'll
-    you're you've your yours yourself yourselves s t d ll m re ve also just get got like would
-    will shall may might must one ever""".split()
-)
-_WORD_RE = re.compile(r"[A-Za-z0-9]+")
+from ctxpipe.core.text import STOPWORDS, split_sentences, stem, words
+
 # "[D1:3]" / "[m-1, m-2]" / "[D1:13, D2:16]" — message ids inside square brackets
 _MARKER_RE = re.compile(r"\[([A-Za-z0-9][\w.@:-]*(?:\s*,\s*[A-Za-z0-9][\w.@:-]*)*)\]")
 # an archive line: "[msgid] role (name): text"
@@ -39,38 +26,6 @@ _LINE_RE = re.compile(
     r"^\[([^\]]+)\]\s+(user|assistant|system|tool)(?:\s+\(([^)]*)\))?"
     r"(?:\s+on\s+(\d{1,2} [A-Z][a-z]+ \d{4}))?:\s*(.*)$"
 )
-_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
-
-
-@lru_cache(maxsize=1 << 16)
-def stem(word: str) -> str:
-    """A light English stemmer (plurals, -ing, -ed, final e, -ly), only used to match query
-    words against unit words: ``sunrises``/``sunrise``, ``painted``/``painting``,
-    ``running``/``run`` meet. Cached: find stems the words of every candidate unit."""
-    w = word.lower()
-    if len(w) <= 3:
-        return w
-    if w.endswith("ies") and len(w) > 4:
-        w = w[:-3] + "y"
-    elif w.endswith("sses") or w.endswith(("ches", "shes")) or (w.endswith("es") and w[-3] in "xz"):
-        w = w[:-2]
-    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
-        w = w[:-1]
-    for suffix in ("ing", "ed"):
-        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
-            w = w[: -len(suffix)]
-            if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "lsz":
-                w = w[:-1]  # running -> run, stopped -> stop
-            break
-    if w.endswith("ly") and len(w) > 5:
-        w = w[:-2]
-    if w.endswith("e") and len(w) > 3:
-        w = w[:-1]
-    return w
-
-
-def words(text: str) -> list[str]:
-    return [w.lower() for w in _WORD_RE.findall(text)]
 
 
 def query_terms(query: str, limit: int = 12) -> list[str]:
@@ -116,7 +71,7 @@ class Unit:
 
     def sentences(self) -> list[Unit]:
         """The unit split into sentences (each keeps the prefix and the refs)."""
-        parts = [p.strip() for p in _SENTENCE_RE.split(self.body) if p.strip()]
+        parts = split_sentences(self.body)
         if len(parts) <= 1:
             return [self]
         return [

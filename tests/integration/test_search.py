@@ -83,9 +83,10 @@ def test_search_splits_the_question_and_drills_down(read: ReadPath) -> None:
         kinds = [s.kind for s in q.trajectory]
         assert kinds[0] == "global" and {"directory", "node"} & set(kinds)
         assert q.rounds == len(q.trajectory) - 1 and q.hits
+        alpha = read.searcher.config.alpha
         for step in q.trajectory[1:]:
             for _key, child, final in step.children:
-                assert final == pytest.approx(0.5 * child + 0.5 * step.parent_score)
+                assert final == pytest.approx(alpha * child + (1 - alpha) * step.parent_score)
         assert all(0.0 <= h.score <= 1.0 for h in q.hits)
     refs = cited(res.hits)
     assert "alice-2026-03-16-airflow:m3" in refs or "alice-2026-03-16-airflow:m4" in refs

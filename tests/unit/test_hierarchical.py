@@ -69,9 +69,17 @@ class TreeSearcher:
         return sorted(own + kids, key=lambda h: -h.score)[:top_k]
 
 
+# the seed 001 constants (the shipped defaults were tuned on LoCoMo; the algorithm is the same)
+SEED = HierarchicalConfig(global_top_k=3, alpha=0.5, pool=0)
+
+
+def seed(**changes: object) -> HierarchicalConfig:
+    return SEED.model_copy(update=changes)
+
+
 def retrieve(cfg: HierarchicalConfig | None = None) -> tuple[TreeSearcher, object]:
     searcher = TreeSearcher()
-    res = HierarchicalRetriever(searcher, cfg or HierarchicalConfig()).retrieve("q", [0.0], FILTERS)
+    res = HierarchicalRetriever(searcher, cfg or SEED).retrieve("q", [0.0], FILTERS)
     return searcher, res
 
 
@@ -81,7 +89,7 @@ def test_parent_dir() -> None:
 
 
 def test_global_then_drill_down_best_parent_first() -> None:
-    searcher, res = retrieve(HierarchicalConfig(max_convergence_rounds=100))
+    searcher, res = retrieve(seed(max_convergence_rounds=100))
     assert searcher.calls[0] == ("global", "")
     steps = res.trajectory
     assert steps[0].kind == "global"
@@ -102,7 +110,7 @@ def test_global_then_drill_down_best_parent_first() -> None:
 
 def test_score_propagation_final_is_alpha_child_plus_rest_parent() -> None:
     for alpha in (0.5, 0.2, 1.0):
-        _, res = retrieve(HierarchicalConfig(alpha=alpha, max_convergence_rounds=100))
+        _, res = retrieve(seed(alpha=alpha, max_convergence_rounds=100))
         best = {hit_key(h): h.score for h in res.hits}
         chunk = hit_key(node(f"{EVENTS}/trip", 0, 2, 0))
         assert best[chunk] == pytest.approx(alpha * 0.95 + (1 - alpha) * 0.90)
@@ -112,7 +120,7 @@ def test_score_propagation_final_is_alpha_child_plus_rest_parent() -> None:
 
 
 def test_child_nodes_are_drilled_with_their_propagated_score() -> None:
-    _, res = retrieve(HierarchicalConfig(max_convergence_rounds=100))
+    _, res = retrieve(seed(max_convergence_rounds=100))
     db = f"{ENTITIES}/atlas/db"
     step = next(s for s in res.trajectory if s.node == f"{ENTITIES}/atlas" and s.kind == "node")
     final = next(f for k, _, f in step.children if k.startswith(db + "#"))
@@ -122,25 +130,70 @@ def test_child_nodes_are_drilled_with_their_propagated_score() -> None:
 
 
 def test_convergence_after_rounds_without_change() -> None:
-    cfg = HierarchicalConfig(max_convergence_rounds=2, convergence_threshold=0.5)
+    cfg = seed(max_convergence_rounds=2, convergence_threshold=0.5)
     searcher, res = retrieve(cfg)
     assert res.converged
     assert res.rounds == 2  # two rounds that moved the top score by < 0.5
     assert [s.changed for s in res.trajectory[1:]] == [False, False]
-    full_searcher, full = retrieve(HierarchicalConfig(max_convergence_rounds=100))
+    full_searcher, full = retrieve(seed(max_convergence_rounds=100))
     assert full.rounds > res.rounds and len(full_searcher.calls) > len(searcher.calls)
 
 
 def test_max_rounds_and_final_take() -> None:
-    _, res = retrieve(HierarchicalConfig(max_rounds=1, final_take=2, max_convergence_rounds=99))
+    _, res = retrieve(seed(max_rounds=1, final_take=2, max_convergence_rounds=99))
     assert res.rounds == 1 and len(res.hits) == 2 and not res.converged
     scores = [h.score for h in res.hits]
     assert scores == sorted(scores, reverse=True)
 
 
 def test_results_are_best_first_and_unique() -> None:
-    _, res = retrieve(HierarchicalConfig(max_convergence_rounds=100))
+    _, res = retrieve(seed(max_convergence_rounds=100))
     keys = [hit_key(h) for h in res.hits]
     assert len(keys) == len(set(keys)) and len(keys) <= 10
     assert [h.score for h in res.hits] == sorted((h.score for h in res.hits), reverse=True)
     assert res.hits[0].uri == f"{EVENTS}/trip" and res.hits[0].level == 2
+
+
+def test_hits_of_one_chunk_citing_other_turns_are_different_items() -> None:
+    """find returns one hit per cited turn, several from one archive chunk: none may be lost."""
+    a = node(f"{EVENTS}/trip", 0.9, 2, 0).model_copy(update={"source_refs": ["s1:m1"]})
+    b = a.model_copy(update={"source_refs": ["s1:m2"], "score": 0.8})
+    assert hit_key(a) != hit_key(b)
+    assert hit_key(a) == hit_key(a.model_copy(update={"score": 0.1}))
+    assert hit_key(node(f"{EVENTS}/trip", 0.9)) == f"{EVENTS}/trip#0.0"  # cites nothing
+
+
+class FixedFinder:
+    """What PoolSearcher needs of a finder: ranked hits on one scale."""
+
+    max_score = 1.0
+
+    def __init__(self, hits: list[FindHit]) -> None:
+        self.hits = hits
+        self.asked: list[int] = []
+
+    def find(self, query: str, filters: FindFilters, top_k: int, **_: object) -> object:
+        self.asked.append(top_k)
+        return type("R", (), {"hits": self.hits[:top_k]})()
+
+
+def test_pool_drill_down_reranks_finds_hits_on_finds_scale() -> None:
+    from ctxpipe.retrieval.search import PoolSearcher
+
+    hits = [
+        node(f"{EVENTS}/trip", 0.9),
+        node(f"{ENTITIES}/atlas", 0.8),
+        node(f"{ENTITIES}/marco", 0.3),
+        node(f"{EVENTS}/move", 0.2),  # below the final take, a sibling of the best hit
+        node(f"{ENTITIES}/atlas/db", 0.1),  # a child node of atlas
+    ]
+    finder = FixedFinder(hits)
+    cfg = HierarchicalConfig(final_take=3, global_top_k=1, alpha=0.5, pool=5)
+    res = HierarchicalRetriever(PoolSearcher(finder, 5), cfg).retrieve("q", [0.0], FILTERS)  # type: ignore[arg-type]
+    assert finder.asked == [5]  # one find, the whole pool: no query per directory
+    got = {h.uri: round(h.score, 3) for h in res.hits}
+    # the best hit's sibling climbs past a weaker unrelated hit: 0.5*0.2 + 0.5*0.9 = 0.55
+    assert list(got) == [f"{EVENTS}/trip", f"{ENTITIES}/atlas", f"{EVENTS}/move"]
+    assert got[f"{EVENTS}/move"] == 0.55
+    # nothing outside the pool is invented, and find's own best keeps its score
+    assert got[f"{EVENTS}/trip"] == 0.9

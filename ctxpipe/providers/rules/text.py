@@ -1,7 +1,7 @@
-"""Text primitives of the rules provider: sentences, tokens, stopwords, phrases, slugs.
-
-Pure functions over strings, no third-party NLP. Tokenisation is Unicode-aware (CJK runs become
-character bigrams) so overlap measures work beyond English; the lexical cues are English.
+"""Text primitives of the rules provider: phrases, slugs, hedges, questions, and — from the
+one text module both paths share (`ctxpipe.core.text`: Snowball stems, one stopword list,
+pysbd sentences) — tokens, stems and sentences. The lexical cues are English; tokenisation is
+Unicode-aware (CJK runs become character bigrams) so overlap measures work beyond English.
 """
 
 from __future__ import annotations
@@ -10,26 +10,21 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from ctxpipe.providers.rules.grammar import IRREGULAR_PAST
-
-STOPWORDS = frozenset(
-    """a about above after again against all also am an and any are aren't as at be because been
-    before being below between both but by can can't cannot could couldn't did didn't do does
-    doesn't doing don't down during each either else etc even ever every few for from further get
-    gets got had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers
-    herself him himself his how how's however i i'd i'll i'm i've if in into is isn't it it's its
-    itself just let let's lot lots may me might mine more most much must mustn't my myself no nor
-    not now of off ok okay on once one only or other ought our ours ourselves out over own per
-    quite rather really same shan't she she'd she'll she's should shouldn't so some such than
-    that that's the their theirs them themselves then there there's these they they'd they'll
-    they're they've this those though through thus to too under until up upon us very via was
-    wasn't we we'd we'll we're we've were weren't what what's when when's where where's whether
-    which while who who's whom why why's will with within without won't would wouldn't yes yet
-    you you'd you'll you're you've your yours yourself yourselves hi hello hey thanks thank please
-    sure yeah yep nope oh well anyway maybe kind sort bit thing things stuff something anything
-    everything nothing someone anyone everyone way ways actually basically probably still already
-    like right now today yesterday tomorrow""".split()
+from ctxpipe.core.text import (
+    MAX_SENTENCE_CHARS,
+    STOPWORDS,
+    containment,
+    content_tokens,
+    cut_long,
+    jaccard,
+    normalize_space,
+    stem,
+    token_set,
+    tokenize,
 )
+from ctxpipe.core.text import cased_tokens as words
+from ctxpipe.core.text import split_sentences as core_split_sentences
+from ctxpipe.providers.rules.grammar import IRREGULAR_PAST
 
 # Frequent verbs / adverbs / adjectives that end a noun phrase (RAKE-style phrase delimiters).
 PHRASE_BREAKERS = STOPWORDS | frozenset(
@@ -68,17 +63,9 @@ ABBREVIATIONS = frozenset(
     "e.g i.e dr mr mrs ms prof vs etc st inc ltd co corp jr sr approx no fig al cf".split()
 )
 
-_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
-_WORD_RE = re.compile(rf"[{_CJK}]+|[^\W_](?:[\w'’+#.\-/]*[\w+#])?", re.UNICODE)
-_CJK_RE = re.compile(rf"^[{_CJK}]+$")
 _CODE_FENCE_RE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _INLINE_CODE_RE = re.compile(r"`([^`\n]+)`")
-_SENT_END_RE = re.compile(r"(?<=[.!?。！？])[\"'”’)\]]*\s+|(?<=[。！？])")
 _BULLET_RE = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+")
-
-
-def normalize_space(text: str) -> str:
-    return re.sub(r"\s+", " ", text).strip()
 
 
 def strip_code(text: str) -> tuple[str, list[str]]:
@@ -92,66 +79,11 @@ def strip_code(text: str) -> tuple[str, list[str]]:
 # A "sentence" longer than this (no punctuation for pages, or "A. A. A. …") is cut at word
 # boundaries into pieces of at most this length: every rule then works on bounded text, so the
 # provider's time grows linearly with the size of a message.
-MAX_SENTENCE_CHARS = 600
-
-
 def split_sentences(text: str) -> list[str]:
-    """Sentences of `text` (code fences dropped). Lines are hard breaks; bullets/numbers kept;
-    none longer than `MAX_SENTENCE_CHARS`."""
+    """Sentences of `text` (code fences dropped; `ctxpipe.core.text.split_sentences`: lines are
+    hard breaks, bullets/numbers kept, none longer than `MAX_SENTENCE_CHARS`)."""
     prose, _ = strip_code(text)
-    out: list[str] = []
-    for line in prose.splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        pieces = [p for p in _SENT_END_RE.split(line) if p and p.strip()]
-        merged: list[list[str]] = []
-        size = 0
-        for piece in pieces:
-            piece = piece.strip()
-            joins = merged and size + len(piece) < MAX_SENTENCE_CHARS
-            if joins and (
-                _ends_with_abbreviation(merged[-1][-1])
-                or (piece[:1].islower() and not _is_cjk(piece[:1]))
-            ):
-                merged[-1].append(piece)
-                size += len(piece) + 1
-            else:
-                merged.append([piece])
-                size = len(piece)
-        for parts in merged:
-            sentence = " ".join(parts)
-            if any(ch.isalnum() for ch in sentence):
-                out.extend(cut_long(sentence))
-    return out
-
-
-def cut_long(sentence: str, limit: int = MAX_SENTENCE_CHARS) -> list[str]:
-    """`sentence` in pieces of at most `limit` characters, cut at whitespace when there is
-    some in the second half of a piece (else hard)."""
-    if len(sentence) <= limit:
-        return [sentence]
-    out: list[str] = []
-    start = 0
-    while start < len(sentence):
-        end = min(start + limit, len(sentence))
-        if end < len(sentence):
-            space = sentence.rfind(" ", start + limit // 2, end)
-            end = space if space > start else end
-        piece = sentence[start:end].strip()
-        if piece and any(ch.isalnum() for ch in piece):
-            out.append(piece)
-        start = end
-    return out
-
-
-def _ends_with_abbreviation(sentence: str) -> bool:
-    last = sentence.rstrip().split(" ")[-1].rstrip(".").lower()
-    return last in ABBREVIATIONS or bool(re.fullmatch(r"[a-z]", last))
-
-
-def _is_cjk(ch: str) -> bool:
-    return bool(_CJK_RE.match(ch))
+    return core_split_sentences(prose)
 
 
 def strip_bullet(line: str) -> str:
@@ -160,65 +92,6 @@ def strip_bullet(line: str) -> str:
 
 def is_bullet(line: str) -> bool:
     return bool(_BULLET_RE.match(line))
-
-
-def words(text: str) -> list[str]:
-    """Word tokens keeping their case (CJK runs kept whole)."""
-    return _WORD_RE.findall(text)
-
-
-def tokenize(text: str) -> list[str]:
-    """Lower-cased tokens; CJK runs become character bigrams (cheap language-agnosticism)."""
-    out: list[str] = []
-    for w in _WORD_RE.findall(text):
-        if _CJK_RE.match(w):
-            out.extend(w[i : i + 2] for i in range(max(1, len(w) - 1)))
-        else:
-            out.append(w.lower().replace("’", "'"))
-    return out
-
-
-def stem(token: str) -> str:
-    """A very light English stemmer, good enough for overlap measures."""
-    t = token.lower()
-    if t.endswith("'s"):
-        t = t[:-2]
-    if len(t) <= 3 or not t.isalpha():
-        return t
-    for suffix, repl, min_len in (
-        ("ies", "y", 5),
-        ("sses", "ss", 5),
-        ("ing", "", 6),
-        ("ed", "", 5),
-        ("es", "", 5),
-        ("s", "", 4),
-    ):
-        if t.endswith(suffix) and len(t) >= min_len and not t.endswith("ss"):
-            t = t[: len(t) - len(suffix)] + repl
-            break
-    return t
-
-
-def content_tokens(text: str) -> list[str]:
-    """Stemmed tokens minus stopwords and punctuation-only tokens."""
-    return [stem(t) for t in tokenize(text) if t not in STOPWORDS and any(c.isalnum() for c in t)]
-
-
-def token_set(text: str) -> set[str]:
-    return set(content_tokens(text))
-
-
-def jaccard(a: set[str], b: set[str]) -> float:
-    if not a and not b:
-        return 1.0
-    return len(a & b) / len(a | b)
-
-
-def containment(a: set[str], b: set[str]) -> float:
-    """Fraction of `a` that is also in `b` (1.0 when `a` adds nothing to `b`)."""
-    if not a:
-        return 1.0
-    return len(a & b) / len(a)
 
 
 def slugify(text: str, max_words: int = 6) -> str:
@@ -306,3 +179,34 @@ def is_question(sentence: str) -> bool:
             re.IGNORECASE,
         )
     ) and not s.endswith((".", "!"))
+
+
+__all__ = [
+    "ABBREVIATIONS",
+    "CHITCHAT",
+    "HEDGES",
+    "MAX_SENTENCE_CHARS",
+    "PHRASE_BREAKERS",
+    "STOPWORDS",
+    "containment",
+    "content_tokens",
+    "cut_long",
+    "dedupe_keep_order",
+    "head_noun",
+    "is_bullet",
+    "is_capitalized",
+    "is_hedged",
+    "is_question",
+    "jaccard",
+    "normalize_space",
+    "phrases",
+    "slugify",
+    "split_sentences",
+    "stem",
+    "strip_bullet",
+    "strip_code",
+    "token_set",
+    "tokenize",
+    "truncate_words",
+    "words",
+]

@@ -15,6 +15,7 @@ read path (find's lexical ranking, query terms) — one module, on kept librarie
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable
 from functools import lru_cache
 
@@ -54,7 +55,15 @@ MAX_SENTENCE_CHARS = 600  # no sentence is longer: a wall of text is cut at whit
 _PIECE_CHARS = 1500  # pysbd's cost grows faster than linearly: it sees at most this much
 
 _STEMMER = snowballstemmer.stemmer("english")
-_SEGMENTER = pysbd.Segmenter(language="en", clean=False)
+_STEM_LOCK = threading.Lock()  # a Snowball stemmer object keeps state between calls
+_LOCAL = threading.local()  # a pysbd Segmenter keeps the text it segments: one per thread
+
+
+def _segmenter() -> pysbd.Segmenter:
+    seg = getattr(_LOCAL, "segmenter", None)
+    if seg is None:
+        seg = _LOCAL.segmenter = pysbd.Segmenter(language="en", clean=False)
+    return seg
 
 
 def normalize_space(text: str) -> str:
@@ -92,7 +101,8 @@ def stem(token: str) -> str:
         t = t[:-2]
     if not t.isalpha() or not t.isascii():
         return t
-    return str(_STEMMER.stemWord(t))
+    with _STEM_LOCK:
+        return str(_STEMMER.stemWord(t))
 
 
 def content_tokens(text: str) -> list[str]:
@@ -163,7 +173,7 @@ def _pieces(line: str) -> Iterable[str]:
 def _segment(piece: str) -> list[str]:
     if not _INNER_END_RE.search(piece.rstrip()[:-1]):
         return [piece]  # no sentence end inside it: one sentence, pysbd has nothing to find
-    return [s.strip() for s in _SEGMENTER.segment(piece) if s.strip()]
+    return [s.strip() for s in _segmenter().segment(piece) if s.strip()]
 
 
 def split_sentences(text: str) -> list[str]:

@@ -88,3 +88,14 @@ def test_near_duplicates() -> None:
     assert similarity("User likes coffee", "User likes coffee and green tea") < 0.9
     assert similarity("User lives in Berlin", "User moved to Munich") < 0.6
     assert similarity("", "anything") == 0.0
+
+
+def test_threads_segment_and_stem_their_own_texts() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [f"Sentence {i} is here. And {i} ends there! Dr. No {i} waits." for i in range(200)]
+    expected = [split_sentences(t) for t in texts]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert list(pool.map(split_sentences, texts)) == expected
+        stems = list(pool.map(stem, ["running", "sunrises", "painted"] * 300))
+    assert set(stems) == {"run", "sunris", "paint"}

@@ -36,6 +36,7 @@ from ctxpipe.providers.rules.text import (
     slugify,
     tokenize,
 )
+from ctxpipe.providers.rules.verbs import object_kind
 
 RELATIONS = (
     "friend best friend sister brother colleague coworker co-worker manager boss wife husband "
@@ -265,13 +266,19 @@ def _classify(ent: Entity, sentence: str, before: str, after: str) -> None:
     if ORG_SUFFIX.search(ent.name):
         ent.vote("organisation", 3)
         ent.cue = True
-    if ORG_BEFORE.search(before):
+    # the verb that governs the name decides first: "moved from Berlin" is a place even in a
+    # sentence about work, "joined Initech" an organisation
+    governed = object_kind(sentence, before)
+    if governed:
+        ent.vote(governed, 3)
+        ent.cue = True
+    if ORG_BEFORE.search(before) and governed != "place":
         ent.vote("organisation", 2 if WORK_CONTEXT.search(sentence) else 0.8)
         ent.cue = ent.cue or bool(WORK_CONTEXT.search(sentence))
     if STRONG_PLACE_BEFORE.search(before) or PLACE_NAME_HEAD.search(ent.name):
         ent.vote("place", 2.5)
         ent.cue = True
-    if PLACE_BEFORE.search(before):
+    if PLACE_BEFORE.search(before) and governed != "organisation":
         ent.vote("place", 0.5 if WORK_CONTEXT.search(sentence) else 1.5)
         ent.cue = ent.cue or not WORK_CONTEXT.search(sentence)
     if re.search(r"[a-z][A-Z]|\d|\.|^[A-Z]{2,}$", ent.name):

@@ -248,6 +248,8 @@ def _left(lemma: str, rest: str, scope: str) -> str | None:
     if not m or not _ok_name(m.group("org")):
         return None
     classes = {class_of(r[0]) for w in re.findall(r"[A-Za-z]+", scope) for r in verb_form(w)}
+    if lemma == "lose" and not m.group("job"):
+        return None  # "lost my job at X", never "lost X"
     if lemma == "leave" and not m.group("job"):
         if "residence" in classes or not classes & {"employ", "role", "lead"}:
             return None  # "left Berlin and moved to Munich": a place, not a job
@@ -353,4 +355,5 @@ def _be_at(chunk: str, aux0: str) -> str | None:
     if text is None:
         return None
     m = re.match(rf"^(?:\s+{TIME})*\s+(?i:at)\s+{ORG}{TRAIL}{AS_ROLE}", text)
-    return _works(_role(m.group("role")), m.group("org")) if m else None
+    role = _role(m.group("role")) if m else ""
+    return _works(role, m.group("org")) if m and role else None

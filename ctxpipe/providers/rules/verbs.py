@@ -22,6 +22,7 @@ _IRREGULAR: dict[str, tuple[str, str, str, str, str]] = {
     "quit": ("quit", "quits", "quit", "quit", "quitting"),
     "get": ("get", "gets", "got", "gotten", "getting"),
     "make": ("make", "makes", "made", "made", "making"),
+    "lose": ("lose", "loses", "lost", "lost", "losing"),
 }
 CLASSES: dict[str, frozenset[str]] = {
     # where the user lives
@@ -33,13 +34,13 @@ CLASSES: dict[str, frozenset[str]] = {
     # the user's title changes
     "role": frozenset({"promote", "become", "take"}),
     # a job ends
-    "leave": frozenset({"leave", "quit", "resign"}),
+    "leave": frozenset({"leave", "quit", "resign", "lose"}),
 }
 # events whose result still holds ("I moved to Munich" → lives in Munich now); the other verbs
 # state a condition, and only their present tense does ("I lived in Rome" → not now)
 CHANGES = frozenset(
     {"move", "relocate", "settle", "join", "start", "begin", "switch", "promote", "take"}
-    | {"become", "hire", "leave", "quit", "resign"}
+    | {"become", "hire", "leave", "quit", "resign", "lose"}
 )
 KINDS = ("base", "third", "past", "participle", "ing")
 

@@ -41,7 +41,9 @@ MODAL = re.compile(
     r"hope|hoping|wish|need|going|gonna|thinking|consider|considering|'d|do|does|did|don't|"
     r"doesn't|didn't|not|never|can't|won't|wouldn't|used|use)$"
 )
-LEAD = re.compile(rf"^\s*(?:(?:{TIME}|{AUX}),?\s+)+")
+LEAD = re.compile(rf"\s*(?:(?:{TIME}|{AUX}),?\s+)+")
+_FIRST = re.compile(r"\s*([A-Za-z']+)")
+SCOPE_CHARS = 300  # a subject governs a clause, not a page: bounds the work per subject
 BOUNDARY = re.compile(
     r"\s*(?:,\s*(?:and\s+|but\s+|then\s+|so\s+)?|\s+(?:and|but)\s+(?:then\s+)?|;\s*)"
 )
@@ -68,7 +70,7 @@ TIME_TAIL = re.compile(rf"(?:\s+(?:{TIME}|(?i:since|from|as of|starting) [^,;]+)
 
 
 def _first_word(text: str) -> str:
-    m = re.match(r"\s*([A-Za-z']+)", text)
+    m = _FIRST.match(text)
     return m.group(1) if m else ""
 
 
@@ -96,8 +98,9 @@ def _chunks(scope: str) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
     start = 0
     for m in BOUNDARY.finditer(scope):
-        nxt = scope[m.end() :]
-        word = _first_word(LEAD.sub("", nxt, count=1))
+        lead = LEAD.match(scope, m.end())
+        first = _FIRST.match(scope, lead.end() if lead else m.end())
+        word = first.group(1) if first else ""
         if verb_form(word) or (word.lower() in {"no", "now"} and m.start() > start):
             out.append((start, scope[start : m.start()]))
             start = m.end()
@@ -299,7 +302,7 @@ def life_facts(sentence: str) -> list[str]:
     for sm in SUBJECT.finditer(s):
         group = not sm.group("subj").startswith("I")
         nxt = NEXT_SUBJECT.search(s, sm.end())
-        scope = s[sm.end() : nxt.start() if nxt else len(s)]
+        scope = s[sm.end() : min(nxt.start() if nxt else len(s), sm.end() + SCOPE_CHARS)]
         aux0 = (
             "'" + (sm.group("cx") or sm.group("gx")) if (sm.group("cx") or sm.group("gx")) else ""
         )

@@ -55,6 +55,9 @@ def profile_lines(*contents: str) -> list[str]:
         ("I'm now living in Munich.", ["lives in Munich"]),
         ("I'm now a product manager.", ["works as a product manager"]),
         ("I no longer work at Acme.", ["no longer works at Acme"]),
+        ("I head up the design team at Figma.", ["heads the design team at Figma"]),
+        ("I moved back home to Ohio.", ["lives in Ohio"]),
+        ("Unfortunately, I lost my job at Door Dash.", ["no longer works at Door Dash"]),
     ],
 )
 def test_home_and_job_in_new_words(sentence: str, facts: list[str]) -> None:
@@ -70,6 +73,9 @@ def test_home_and_job_in_new_words(sentence: str, facts: list[str]) -> None:
         "I lived in Rome for two years.",
         "I'd love to move to Lisbon someday.",
         "I'm moving to Oslo next year.",
+        "I'll live in Paris after the wedding.",
+        "We'll move to Lyon in June.",
+        "I'd manage a team of ten if they asked.",
         "I don't live in Paris.",
         "I want to lead a team one day.",
         "I manage to get by.",
@@ -78,6 +84,9 @@ def test_home_and_job_in_new_words(sentence: str, facts: list[str]) -> None:
         "We switched to Postgres last year.",
         "My sister lives in Porto.",
         "I called Anna yesterday.",
+        "I joined Sarah for lunch.",
+        "I work with Sarah at the office.",
+        "I'm at Starbucks as a treat.",
     ],
 )
 def test_hedged_hypothetical_negated_and_other_people_state_no_home_or_job(sentence: str) -> None:

@@ -55,7 +55,7 @@ ROLE = (
     rf"since|because|now|last|this|after|before|when|by)\b){ROLE_WORDS}){{0,5}})"
 )
 AS_ROLE = rf"(?:,?\s+(?i:as)\s+{ROLE})"
-AT_ORG = rf"(?:\s+(?i:at|for|with)\s+{ORG})"
+AT_ORG = rf"(?:\s+(?i:at|for)\s+{ORG})"
 TRAIL = rf"(?:\s+{TIME})*"
 WORK_NOUNS = re.compile(
     r"\b(?:team|teams|group|department|division|unit|org|organi[sz]ation|company|business|"
@@ -149,7 +149,7 @@ DETERMINERS = frozenset(
 
 
 def _holds_now(lemma: str, kind: str, auxes: set[str]) -> bool:
-    if "had" in auxes or "'d" in auxes:
+    if auxes & {"had", "'d", "'ll"}:  # "I'd live in Paris", "we'll move to Lyon"
         return False
     if kind in {"base", "third"}:
         return not auxes & {"was", "were"}
@@ -171,7 +171,7 @@ def _residence(lemma: str, rest: str) -> str | None:
         "settle": rf"^(?:\s+(?i:down|here|there))?\s+(?i:in)\s+{PLACE}",
         "call": rf"^\s+{PLACE}\s+(?i:home)\b",
         "move": (
-            rf"^(?:\s+(?i:back|over|out|away|abroad|permanently|house|all the way))*"
+            rf"^(?:\s+(?i:back|over|out|away|abroad|permanently|house|home|all the way))*"
             rf"(?:\s+(?i:from)\s+(?:the\s+)?{NAME})?\s+(?i:to)\s+{PLACE}"
         ),
     }
@@ -181,7 +181,7 @@ def _residence(lemma: str, rest: str) -> str | None:
 
 
 def _lead(lemma: str, rest: str) -> str | None:
-    obj = clip_clause(TIME_TAIL.sub("", clip_clause(rest)))
+    obj = clip_clause(TIME_TAIL.sub("", clip_clause(re.sub(r"^\s+(?i:up)\b", "", rest))))
     obj = TIME_TAIL.sub("", obj).strip()
     if not obj or re.match(r"(?i:to|it|this|that|them|my time|myself|out|up|into)\b", obj):
         return None
@@ -201,7 +201,7 @@ ORG_THEN_ROLE = rf"{AT_ORG}(?:{TRAIL}{AS_ROLE})?"
 ROLE_THEN_ORG = rf"{AS_ROLE}{AT_ORG}?"
 _EMPLOY: dict[str, tuple[str, ...]] = {
     "work": (rf"^{ORG_THEN_ROLE}", rf"^{ROLE_THEN_ORG}"),
-    "join": (rf"^\s+{ORG}(?:{TRAIL}{AS_ROLE})?",),
+    "join": (rf"^\s+{ORG}(?![\w'-]|\s+(?i:for|to|on)\b)(?:{TRAIL}{AS_ROLE})?",),  # not "for lunch"
     "start": (
         rf"^(?:\s+(?i:a new job|a new role|a job|my new job|working|work|out))?{ORG_THEN_ROLE}",
         rf"^(?:\s+(?i:a new job|a new role|a job|my new job|out))?{ROLE_THEN_ORG}",

@@ -122,7 +122,7 @@ RULES: list[tuple[re.Pattern[str], Builder, float]] = [
         re.compile(
             rf"\bI(?: (?i:have|'ve))?(?: (?i:just|recently|finally))? (?i:joined|started "
             rf"(?:a new job |working )?at|got a job at|was hired by|moved over to) "
-            rf"{ORG}(?:\s+(?i:as)\s+{ROLE})?"
+            rf"{ORG}(?![\w'-]|\s+(?i:for|to|on)\b)(?:\s+(?i:as)\s+{ROLE})?"
         ),
         _role_line,
         0.9,

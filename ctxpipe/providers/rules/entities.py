@@ -12,6 +12,7 @@ an entity the user only asks about: it needs at least one statement of the user.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from datetime import date
@@ -36,6 +37,7 @@ from ctxpipe.providers.rules.text import (
     slugify,
     tokenize,
 )
+from ctxpipe.providers.rules.verbs import object_kind
 
 RELATIONS = (
     "friend best friend sister brother colleague coworker co-worker manager boss wife husband "
@@ -216,6 +218,9 @@ def names_in(sentence: str, lowercase_vocab: set[str] | None = None) -> list[tup
     return out
 
 
+_WINDOW = 120  # characters around a name that its cues are read from (linear on long text)
+
+
 def collect(messages: list[Msg]) -> dict[str, Entity]:
     mid_sentence: set[str] = set()
     raw: list[tuple[str, Msg, str, int, int]] = []
@@ -231,7 +236,7 @@ def collect(messages: list[Msg]) -> dict[str, Entity]:
     selves = _self_names(messages)
     entities: dict[str, Entity] = {}
     for name, msg, s, st, en in raw:
-        before, after = s[:st], s[en:]
+        before, after = s[max(0, st - _WINDOW) : st], s[en : en + _WINDOW]
         typed = bool(
             REL_BEFORE.search(before) or PROJECT_BEFORE.search(before) or ORG_SUFFIX.search(name)
         )
@@ -251,6 +256,12 @@ def collect(messages: list[Msg]) -> dict[str, Entity]:
     return _fold_aliases(entities)
 
 
+@functools.lru_cache(maxsize=4096)
+def _about_work(sentence: str) -> bool:
+    """Cached: every name of a sentence asks it."""
+    return bool(WORK_CONTEXT.search(sentence))
+
+
 def _classify(ent: Entity, sentence: str, before: str, after: str) -> None:
     rel = REL_BEFORE.search(before)
     if rel:
@@ -265,15 +276,21 @@ def _classify(ent: Entity, sentence: str, before: str, after: str) -> None:
     if ORG_SUFFIX.search(ent.name):
         ent.vote("organisation", 3)
         ent.cue = True
-    if ORG_BEFORE.search(before):
-        ent.vote("organisation", 2 if WORK_CONTEXT.search(sentence) else 0.8)
-        ent.cue = ent.cue or bool(WORK_CONTEXT.search(sentence))
+    # the verb that governs the name decides first: "moved from Berlin" is a place even in a
+    # sentence about work, "joined Initech" an organisation
+    governed = object_kind(sentence, before)
+    if governed:
+        ent.vote(governed, 3)
+        ent.cue = True
+    if ORG_BEFORE.search(before) and governed != "place":
+        ent.vote("organisation", 2 if _about_work(sentence) else 0.8)
+        ent.cue = ent.cue or _about_work(sentence)
     if STRONG_PLACE_BEFORE.search(before) or PLACE_NAME_HEAD.search(ent.name):
         ent.vote("place", 2.5)
         ent.cue = True
-    if PLACE_BEFORE.search(before):
-        ent.vote("place", 0.5 if WORK_CONTEXT.search(sentence) else 1.5)
-        ent.cue = ent.cue or not WORK_CONTEXT.search(sentence)
+    if PLACE_BEFORE.search(before) and governed != "organisation":
+        ent.vote("place", 0.5 if _about_work(sentence) else 1.5)
+        ent.cue = ent.cue or not _about_work(sentence)
     if re.search(r"[a-z][A-Z]|\d|\.|^[A-Z]{2,}$", ent.name):
         ent.vote("product", 1)
     if ent.name.lower() in TECH or ent.name.split()[0].lower() in TECH:

@@ -24,7 +24,19 @@ SINGLE_VALUED: dict[str, str] = {
     "is based in": "residence",
     "is aged": "age",
     "is married to": "spouse",
+    # what the user's job is, in the user's own verb ("leads the data platform team")
+    "leads": "occupation",
+    "manages": "occupation",
+    "heads": "occupation",
+    "oversees": "occupation",
 }
+# a fact that ends a single-valued attribute for one object ("no longer works at Acme")
+ENDS: dict[str, str] = {
+    "no longer works at": "occupation",
+    "no longer works for": "occupation",
+    "no longer lives in": "residence",
+}
+EMPLOYER_ONLY = frozenset({"works at", "works for"})
 POSITIVE = ("prefers", "would rather", "likes", "loves", "enjoys", "wants", "always")
 NEGATIVE = ("dislikes", "hates", "can't stand", "avoids", "never", "does not want")
 MULTI_VALUED = (
@@ -41,7 +53,9 @@ MULTI_VALUED = (
 )
 # longest first so "works as" wins over "works", "is based in" over "is"
 PREDICATES: tuple[str, ...] = tuple(
-    sorted(set(SINGLE_VALUED) | set(POSITIVE) | set(NEGATIVE) | set(MULTI_VALUED), key=len)[::-1]
+    sorted(
+        set(SINGLE_VALUED) | set(ENDS) | set(POSITIVE) | set(NEGATIVE) | set(MULTI_VALUED), key=len
+    )[::-1]
 )
 _LINE_RE = re.compile(
     r"^\s*[-*•]\s+(?P<body>.*?)"
@@ -132,6 +146,38 @@ def group_of(predicate: str) -> str | None:
     if predicate.endswith(":") and predicate[:-1] not in MULTI_KEYS:
         return predicate
     return None
+
+
+def attribute_of(predicate: str) -> str | None:
+    """The single-valued attribute a fact states or ends (None for multi-valued facts)."""
+    return ENDS.get(predicate) or group_of(predicate)
+
+
+def _names_org(fact: Fact) -> bool:
+    return fact.predicate in EMPLOYER_ONLY or bool(re.search(r"\b(?:at|for) [A-Z]", fact.obj))
+
+
+def attribute_conflict(old: Fact, new: Fact) -> bool:
+    """Does `new` replace `old` as the value of one single-valued attribute?
+
+    Two values of the same attribute conflict ("lives in Berlin" / "lives in Munich"), except
+    that a job title without an employer and an employer without a title describe the same job
+    ("works at Acme" / "manages a team of five"). A fact that ends an attribute ("no longer
+    works at Acme") replaces only the facts that name its object, and is itself replaced when
+    that object comes back ("works at Acme" again)."""
+    po, pn = old.predicate, new.predicate
+    attribute = attribute_of(po)
+    if attribute is None or attribute != attribute_of(pn):
+        return False
+    if po in ENDS or pn in ENDS:
+        if po in ENDS and pn in ENDS:
+            return False
+        ended, stated = (new, old) if pn in ENDS else (old, new)
+        return bool(object_tokens(ended)) and object_tokens(ended) <= fact_tokens(stated)
+    if attribute == "occupation" and (po in EMPLOYER_ONLY) != (pn in EMPLOYER_ONLY):
+        role_only = new if po in EMPLOYER_ONLY else old
+        return _names_org(role_only)
+    return True
 
 
 # "key: value" lines whose key accumulates values instead of replacing them

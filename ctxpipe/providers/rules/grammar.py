@@ -32,7 +32,16 @@ MODALS = frozenset(
 
 ADVERBS = frozenset(
     """just also really finally recently never always usually often sometimes mostly still
-    already actually only currently mainly primarily even totally""".split()
+    already actually only currently mainly primarily even totally now officially eventually
+    then no longer rarely seldom hardly barely occasionally generally basically personally
+    definitely probably certainly truly absolutely literally simply somehow suddenly soon
+    both all""".split()
+)
+# a verb of the same clause after "and": "I moved to Munich and now lead a team" → "leads"
+_COORDINATED = frozenset(
+    """live move lead manage head run oversee work join start switch become take leave quit
+    love like enjoy hate want need have go do make teach study play use own write build
+    help spend""".split()
 )
 
 
@@ -61,17 +70,20 @@ def tense(sentence: str) -> str | None:
     return None
 
 
+_IRREGULAR_THIRD = {"have": "has", "do": "does", "go": "goes", "be": "is", "'m": "is"}
+
+
 def third_singular(verb: str) -> str:
+    """The verb as it agrees with 'the user': lead → leads, go → goes, have → has, be → is;
+    past tenses, modals and verbs already in the third person stay as they are."""
     v = verb
     low = v.lower()
-    if low in MODALS or low.endswith("ed") or low in IRREGULAR_PAST:
+    if low in _IRREGULAR_THIRD:
+        return _IRREGULAR_THIRD[low]
+    if low in MODALS or low.endswith("ed") or low in IRREGULAR_PAST or low in ADVERBS:
         return v
-    if low == "have":
-        return "has"
-    if low == "do":
-        return "does"
-    if low == "go":
-        return "goes"
+    if low.endswith("s") and not low.endswith(("ss", "us", "is", "ys")) and len(low) > 2:
+        return v  # "leads", "goes", "runs": already agrees
     if re.search(r"[^aeiou]y$", low):
         return v[:-1] + "ies"
     if re.search(r"(s|sh|ch|x|z|o)$", low):
@@ -99,6 +111,21 @@ _CONTRACTIONS = [
 ]
 
 
+_ADV_ALT = "|".join(sorted(ADVERBS))
+# "the user moved to Munich and now lead" — no other subject between "the user" and the verb
+_CONJOINED = re.compile(
+    rf"(\bthe user (?:(?!\b(?:he|she|they|you|it|the team|who|that|which)\b)[^.;:!?])*?"
+    rf"\band (?:(?:{_ADV_ALT}) )*)({'|'.join(sorted(_COORDINATED))})\b"
+)
+
+
+# "my wife and I", "Anna and I" at the start of a clause: a plural subject
+_PLURAL_BEFORE = re.compile(
+    r"(?:^|[,;:]\s*|\b(?:when|while|because|so|but|then)\s+)\W*"
+    r"(?:(?:the user's|the team's) \w+|[A-Z][a-z]+) and\s*$"
+)
+
+
 def to_third_person(sentence: str) -> str:
     """'I ran my first marathon' → 'The user ran the user's first marathon' (roughly)."""
     s = sentence.replace("’", "'")
@@ -108,7 +135,10 @@ def to_third_person(sentence: str) -> str:
     def subject(m: re.Match[str], who: str) -> str:
         rest = m.group(2)
         adverb = m.group(1) or ""
-        return f"{who} {adverb}{third_singular(rest) if who == 'the user' else rest}"
+        # "my wife and I live": a plural subject keeps the plain verb
+        plural = _PLURAL_BEFORE.search(m.string[: m.start()])
+        verb = rest if plural else third_singular(rest)
+        return f"{who} {adverb}{verb}"
 
     adv = "|".join(sorted(ADVERBS))
     s = re.sub(
@@ -118,5 +148,6 @@ def to_third_person(sentence: str) -> str:
     )
     s = re.sub(r"\bI\b", "the user", s)
     s = re.sub(r"\b[Ww]e\b", "the team", s)
+    s = _CONJOINED.sub(lambda m: m.group(1) + third_singular(m.group(2)), s)
     s = s.strip()
     return s[:1].upper() + s[1:] if s else s

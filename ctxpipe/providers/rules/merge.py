@@ -4,7 +4,8 @@ Every old line is kept. A new line that is near-identical to an active old line 
 and token Jaccard ≥ 0.8, or adding no new content tokens) only contributes its message refs.
 A new line that contradicts an active old line wins: the old line stays, marked
 ``(superseded: <new fact>)``, and the pair is reported in `conflicts`. Contradiction means
-same single-valued attribute with a different value ("works as …", "lives in …", "key: …"),
+same single-valued attribute with a different value ("works as …", "lives in …", "key: …"; a
+fact that ends one, "no longer works at Acme", replaces the facts naming its object),
 opposite polarity on the same object ("likes X" / "dislikes X"), or a different choice of the
 same kind ("prefers X" / "prefers Y" sharing a word, or both short names).
 The abstract is re-synthesised from the merged active facts, so merging the same new bundle
@@ -21,9 +22,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from ctxpipe.providers.rules.facts import (
+    ENDS,
     Fact,
+    attribute_conflict,
+    attribute_of,
     fact_tokens,
-    group_of,
     object_tokens,
     parse_lines,
     polarity,
@@ -43,6 +46,8 @@ def near_identical(old: Fact, new: Fact) -> bool:
         return False
     if old.predicate.endswith(":") and old.predicate != new.predicate:
         return False
+    if (old.predicate in ENDS) != (new.predicate in ENDS):  # "no longer works at X" ≠ "works at X"
+        return False
     a, b = fact_tokens(old), fact_tokens(new)
     if not a or not b:
         return old.text.strip().lower() == new.text.strip().lower()
@@ -58,9 +63,8 @@ def conflicts_with(old: Fact, new: Fact) -> bool:
     if not old.bullet or not new.bullet:
         return False
     po, pn = old.predicate, new.predicate
-    group = group_of(po)
-    if group is not None and group == group_of(pn):
-        return True
+    if attribute_of(po) is not None and attribute_of(po) == attribute_of(pn):
+        return attribute_conflict(old, new)
     oa, ob = object_tokens(old), object_tokens(new)
     if polarity(po) * polarity(pn) == -1:
         return bool(oa and ob) and (
@@ -105,7 +109,7 @@ class _FactIndex:
             for t in object_tokens(f):
                 self.by_obj_token.setdefault(f"{pol}:{t}", []).append(i)
         self.by_text.setdefault(f.text.strip().lower(), []).append(i)
-        group = group_of(f.predicate)
+        group = attribute_of(f.predicate)
         if group is not None:
             self.by_group.setdefault(group, []).append(i)
         if f.predicate in CHOICE_PREDICATES:
@@ -133,7 +137,7 @@ class _FactIndex:
     def conflicting(self, n: Fact) -> list[int]:
         """Indexes of the lines `conflicts_with` could hold true for, in order."""
         found: set[int] = set()
-        group = group_of(n.predicate)
+        group = attribute_of(n.predicate)
         if group is not None:
             found.update(self.by_group.get(group, ()))
         pol = polarity(n.predicate)

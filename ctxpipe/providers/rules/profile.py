@@ -19,7 +19,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ctxpipe.providers.rules.facts import SINGLE_VALUED, Fact, render_lines, synthesize
+from ctxpipe.providers.rules.changes import life_facts
+from ctxpipe.providers.rules.facts import Fact, attribute_conflict, render_lines, synthesize
 from ctxpipe.providers.rules.inputs import Msg, load_messages
 from ctxpipe.providers.rules.patterns import (
     NAME,
@@ -121,7 +122,7 @@ RULES: list[tuple[re.Pattern[str], Builder, float]] = [
         re.compile(
             rf"\bI(?: (?i:have|'ve))?(?: (?i:just|recently|finally))? (?i:joined|started "
             rf"(?:a new job |working )?at|got a job at|was hired by|moved over to) "
-            rf"{ORG}(?:\s+(?i:as)\s+{ROLE})?"
+            rf"{ORG}(?![\w'-]|\s+(?i:for|to|on)\b)(?:\s+(?i:as)\s+{ROLE})?"
         ),
         _role_line,
         0.9,
@@ -154,7 +155,7 @@ RULES: list[tuple[re.Pattern[str], Builder, float]] = [
     (
         re.compile(
             rf"\bI(?:'m| am|'ve| have)?(?: (?i:still|currently|now|also))? ?(?i:live|living|"
-            rf"based|been living|lived|reside) "
+            rf"based|been living|reside) "
             rf"(?i:in|out of) (?P<obj>{NAME})"
         ),
         _obj("lives in"),
@@ -293,15 +294,19 @@ def facts_from_message(msg: Msg) -> list[tuple[Fact, float]]:
     out: list[tuple[Fact, float]] = []
     for sentence in msg.sentences:
         s = sentence.replace("’", "'")
-        if is_question(s) or re.search(r"\b(?i:if I|when I was|used to|no longer)\b", s):
+        if is_question(s):
             continue
         found: dict[str, float] = {}
-        for pattern, build, conf in RULES:
-            for m in pattern.finditer(s):
-                text = build(m)
-                if text:
-                    text = normalize_space(text)
-                    found[text] = max(found.get(text, 0.0), conf)
+        if not re.search(r"\b(?i:if I|when I was|used to|no longer)\b", s):
+            for pattern, build, conf in RULES:
+                for m in pattern.finditer(s):
+                    text = build(m)
+                    if text:
+                        text = normalize_space(text)
+                        found[text] = max(found.get(text, 0.0), conf)
+        for text in life_facts(s):  # home and job in any wording (it reads negation itself)
+            text = normalize_space(text)
+            found[text] = max(found.get(text, 0.0), 0.85)
         hedge = 0.25 if is_hedged(s) else 0.0
         for text, conf in found.items():
             low = text.lower()
@@ -318,13 +323,11 @@ def _subsumed(small: str, big: str) -> bool:
 
 
 def _supersede_within_session(facts: list[Fact]) -> None:
-    """A later single-valued fact of the same attribute replaces an earlier one."""
+    """A later fact of the same single-valued attribute (in the order the user said them)
+    replaces an earlier one: "lives in Berlin" … "lives in Munich"."""
     for i, old in enumerate(facts):
-        group = SINGLE_VALUED.get(old.predicate)
-        if not group:
-            continue
         for new in facts[i + 1 :]:
-            if SINGLE_VALUED.get(new.predicate) == group and new.obj.lower() != old.obj.lower():
+            if new.obj.lower() != old.obj.lower() and attribute_conflict(old, new):
                 old.superseded = f"later in the session: {new.text}"
                 break
 
@@ -363,8 +366,9 @@ def extract_profile(variables: dict[str, Any]) -> dict[str, Any]:
             confidence.append(conf)
     if not merged:
         return {"memories": []}
-    facts = order_facts(list(merged.values()))
-    _supersede_within_session(facts)
+    said = list(merged.values())  # in the order the user said them
+    _supersede_within_session(said)
+    facts = order_facts(said)
     order = {m.id: m.index for m in messages}
     refs = sorted({r for f in facts for r in f.refs}, key=lambda r: order.get(r, 0))
     overview = render_lines([Fact(f.text, f.refs, "", f.superseded) for f in facts])

@@ -50,7 +50,7 @@ from ctxpipe.core.session import SessionInput
 from ctxpipe.devstack import DevStack
 from ctxpipe.devstack.env import child_env
 from ctxpipe.devstack.procs import ProcRecord, family
-from ctxpipe.index.worker import IndexWorker
+from ctxpipe.index.wiring import make_worker
 from ctxpipe.runtime import Runtime
 from ctxpipe.storage.migrations import migrate
 from ctxpipe.storage.netutil import free_port
@@ -306,7 +306,7 @@ def build_reference(settings: Settings, users: dict[str, list[dict[str, Any]]]) 
     migrate(ref.database_url, schema=REF_SCHEMA, embedding_dim=ref.embedding_dim)
     rt = Runtime(ref)
     coord = CommitCoordinator(rt.components())
-    worker = IndexWorker.from_runtime(rt, "chaos-reference")
+    worker = make_worker(rt, "chaos-reference")
     done = 0
     total = sum(len(s) for s in users.values())
     for sessions in users.values():

@@ -44,7 +44,7 @@ from _stack import local_stack
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.session import SessionInput
-from ctxpipe.index.worker import IndexWorker
+from ctxpipe.index.wiring import make_worker
 from ctxpipe.retrieval.text import split_units
 from ctxpipe.runtime import Runtime
 
@@ -210,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with local_stack([]) as settings:
         rt = Runtime(settings)
         coord = CommitCoordinator(rt.components())
-        worker = IndexWorker.from_runtime(rt, "extraction-bench")
+        worker = make_worker(rt, "extraction-bench")
         for sample in data:
             raws = _locomo.session_inputs(sample)
             for raw in raws:

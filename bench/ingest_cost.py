@@ -35,7 +35,7 @@ from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.config import ChunkingConfig, Settings
 from ctxpipe.core.session import SessionInput
-from ctxpipe.index.worker import IndexWorker
+from ctxpipe.index.wiring import make_worker
 from ctxpipe.runtime import Runtime
 from ctxpipe.storage.commit_ledger import CommitLedger
 from ctxpipe.storage.db import Database
@@ -62,7 +62,7 @@ def in_process(settings: Settings, sessions: list[dict[str, Any]]) -> dict[str, 
     rt = Runtime(settings)
     encoded = count_encodes(rt)
     coord = CommitCoordinator(rt.components())
-    worker = IndexWorker.from_runtime(rt, "ingest-bench")
+    worker = make_worker(rt, "ingest-bench")
     rt.embedder.encode(["warm up"])  # load the model outside the clock
     encoded[0] = 0
     calls = prompt = turns = 0

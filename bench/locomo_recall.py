@@ -56,6 +56,7 @@ from ctxpipe.commit.coordinator import CommitCoordinator  # noqa: E402
 from ctxpipe.commit.payloads import CommitRequest  # noqa: E402
 from ctxpipe.core.config import Settings  # noqa: E402
 from ctxpipe.core.session import RequestContext, SessionInput  # noqa: E402
+from ctxpipe.index.wiring import make_worker  # noqa: E402
 from ctxpipe.index.worker import IndexWorker  # noqa: E402
 from ctxpipe.retrieval.access import owner_spaces  # noqa: E402
 from ctxpipe.retrieval.config import FindConfig, HierarchicalConfig  # noqa: E402
@@ -349,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         migrate(url, schema=SCHEMA, embedding_dim=settings.embedding_dim)
         rt = Runtime(settings)
         coord = CommitCoordinator(rt.components())
-        worker = IndexWorker.from_runtime(rt, "locomo-bench")
+        worker = make_worker(rt, "locomo-bench")
         read = ReadPath.from_runtime(rt)
         tally = Tally()
         t_ingest = t_query = 0.0

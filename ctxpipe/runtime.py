@@ -15,6 +15,7 @@ from ctxpipe.providers.latency import LatencyLLM
 from ctxpipe.providers.pgvector_index import PgVectorIndex
 from ctxpipe.providers.prompts import PromptRegistry, default_registry
 from ctxpipe.storage.db import Database
+from ctxpipe.storage.outbox_store import OutboxStore
 
 
 class Runtime:
@@ -68,10 +69,8 @@ class Runtime:
         return PgVectorIndex(self.db, schema=self.settings.db_schema)
 
     @cached_property
-    def outbox(self):  # type: ignore[no-untyped-def]
-        from ctxpipe.index.outbox_store import OutboxStore
-
-        return OutboxStore(self.db, schema=self.settings.db_schema)
+    def outbox(self) -> OutboxStore:
+        return OutboxStore.from_settings(self.db, self.settings)
 
     def components(self) -> CommitComponents:
         db = self.use_database

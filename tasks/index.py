@@ -21,6 +21,7 @@ from typing import Any
 from celery.signals import worker_ready
 
 from ctxpipe.core.config import Settings
+from ctxpipe.index.wiring import make_worker
 from ctxpipe.index.worker import IndexWorker
 from tasks import context
 from tasks.app import app
@@ -51,7 +52,7 @@ def index_worker(settings: Settings) -> IndexWorker:
         worker = _workers.get(pid)
         if worker is None:
             _workers.clear()
-            worker = IndexWorker.from_runtime(context.runtime(settings))
+            worker = make_worker(context.runtime(settings))
             _workers[pid] = worker
         return worker
 

@@ -16,16 +16,27 @@ import json
 import sys
 import threading
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ctxpipe.devstack.celery_procs import ProcSpec
-
-if TYPE_CHECKING:
-    from ctxpipe.devstack.stack import DevStack
+from ctxpipe.devstack.procs import ProcRecord
 
 NAME = "supervisor"
 RESTARTS_FILE = "restarts.json"
+
+
+class Supervised(Protocol):
+    """The stack whose processes are kept alive (`DevStack` is one)."""
+
+    @property
+    def specs(self) -> list[ProcSpec]: ...
+    @property
+    def run_dir(self) -> Path: ...
+    def locked(self) -> AbstractContextManager[None]: ...
+    def record(self, name: str) -> ProcRecord | None: ...
+    def start_process(self, spec: ProcSpec) -> int: ...
 
 
 def supervisor_spec(concurrency: int) -> ProcSpec:
@@ -53,7 +64,7 @@ def _count(run_dir: Path, name: str) -> None:
     tmp.replace(run_dir / RESTARTS_FILE)
 
 
-def check_once(stack: DevStack, log: bool = True) -> list[str]:
+def check_once(stack: Supervised, log: bool = True) -> list[str]:
     """Start every supervised process that is not alive; returns their names."""
     started: list[str] = []
     with stack.locked():
@@ -69,7 +80,9 @@ def check_once(stack: DevStack, log: bool = True) -> list[str]:
     return started
 
 
-def supervise(stack: DevStack, interval: float = 1.0, stop: threading.Event | None = None) -> None:
+def supervise(
+    stack: Supervised, interval: float = 1.0, stop: threading.Event | None = None
+) -> None:
     """Run until `stop` is set (or the process is terminated)."""
     stop = stop or threading.Event()
     while not stop.is_set():
@@ -80,4 +93,12 @@ def supervise(stack: DevStack, interval: float = 1.0, stop: threading.Event | No
         stop.wait(interval)
 
 
-__all__ = ["NAME", "check_once", "reset_restarts", "restarts", "supervise", "supervisor_spec"]
+__all__ = [
+    "NAME",
+    "Supervised",
+    "check_once",
+    "reset_restarts",
+    "restarts",
+    "supervise",
+    "supervisor_spec",
+]

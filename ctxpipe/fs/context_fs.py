@@ -403,7 +403,7 @@ class ContextFS:
         if not path.is_dir():
             raise StorageError(f"{u} is a file, not a directory")
         max_depth = None if recursive else max(depth, 1)
-        return listing.list_tree(self, u.as_dir(), path, max_depth)
+        return listing.list_tree(self.summarize, u.as_dir(), path, max_depth)
 
     def summarize(self, u: CtxURI, path: Path, level: int) -> NodeSummary:
         """The `NodeSummary` of one directory or file (used by listings)."""

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from wcmatch import glob as wglob
 
@@ -20,8 +19,8 @@ from ctxpipe.core.models import NodeSummary
 from ctxpipe.core.uri import CtxURI, node_uri
 from ctxpipe.fs.atomic import CONTENT_FILE
 
-if TYPE_CHECKING:
-    from ctxpipe.fs.context_fs import ContextFS
+# (uri, directory, depth) → the listing row of that entry (`ContextFS.summarize`)
+Summarize = Callable[[CtxURI, Path, int], NodeSummary]
 
 GLOB_FLAGS = wglob.GLOBSTAR | wglob.BRACE | wglob.EXTGLOB | wglob.NODOTDIR
 MAX_ABSTRACT_LINE = 200
@@ -73,8 +72,11 @@ def _child(parent: CtxURI, name: str, is_dir: bool) -> CtxURI | None:
         return None
 
 
-def list_tree(fs: ContextFS, base: CtxURI, path: Path, max_depth: int | None) -> list[NodeSummary]:
-    """Pre-order listing below ``base`` down to ``max_depth`` levels (None: everything)."""
+def list_tree(
+    summarize: Summarize, base: CtxURI, path: Path, max_depth: int | None
+) -> list[NodeSummary]:
+    """Pre-order listing below ``base`` down to ``max_depth`` levels (None: everything), each
+    entry described by ``summarize``."""
     out: list[NodeSummary] = []
 
     def visit(uri: CtxURI, dir_path: Path, level: int) -> None:
@@ -83,7 +85,7 @@ def list_tree(fs: ContextFS, base: CtxURI, path: Path, max_depth: int | None) ->
             child = _child(uri, entry.name, is_dir)
             if child is None:
                 continue
-            out.append(fs.summarize(child, Path(entry.path), level))
+            out.append(summarize(child, Path(entry.path), level))
             if is_dir and (max_depth is None or level < max_depth):
                 visit(child, Path(entry.path), level + 1)
 

@@ -1,6 +1,5 @@
 """ctxpipe.index: the index replica (PostgreSQL + pgvector) kept in step with the ContextFS.
 
-outbox_store  OutboxStore: append (commit, repair) and claim/lease/backoff/dead (workers)
 chunker       DocumentChunker: L0/L1/L2 → token-bounded chunks with their source message ids
 replica       ReplicaStore: the replica's SQL (set-based upserts, binary COPY of chunks)
 indexer       Indexer: converge the replica rows of some URIs to the FS (one transaction)
@@ -8,8 +7,9 @@ worker        IndexWorker: claim → group → index → mark; IndexBatchResult
 repair        RepairJob: FS vs replica → events for missing / stale / orphaned rows
 reindex       rebuild the replica from the FS
 status        the `ctxpipe status` snapshot
-wiring        build all of the above from a Runtime
+wiring        build all of the above from the application's adapters (IndexAdapters)
 
-Submodules are imported explicitly (nothing here), so the commit path's `OutboxStore` import
-does not pull in the chunker or the model.
+The outbox the workers claim from is `ctxpipe.storage.outbox_store.OutboxStore` (a storage
+adapter the commit path appends to). Submodules are imported explicitly (nothing here), so
+importing one does not pull in the chunker or the model.
 """

@@ -27,8 +27,8 @@ from ctxpipe.core.errors import NodeNotFoundError, StorageError
 from ctxpipe.core.models import OutboxEvent, stable_id, utcnow
 from ctxpipe.fs import ContextFS, FSRelationStore
 from ctxpipe.index.fs_scan import scan_fs
-from ctxpipe.index.outbox_store import OutboxStore
 from ctxpipe.index.replica import NodeState, ReplicaStore
+from ctxpipe.storage.outbox_store import OutboxStore
 
 # Node files are written before their commit point: compare nodes a little older than the
 # newest change the last run saw, so a write in flight during that run is not skipped.

@@ -17,11 +17,11 @@ from pydantic import BaseModel, Field
 from ctxpipe.core.config import Settings
 from ctxpipe.fs import ContextFS
 from ctxpipe.index.fs_scan import count_fs_nodes
-from ctxpipe.index.outbox_store import OutboxStore
 from ctxpipe.index.replica import ReplicaStore
 from ctxpipe.storage.broker_queues import queue_depths
 from ctxpipe.storage.commit_ledger import CommitBacklog, CommitLedger, LLMCost
 from ctxpipe.storage.db import Database
+from ctxpipe.storage.outbox_store import OutboxStore
 
 DEFAULT_QUEUES = ("commit", "extract", "embed", "maintenance")
 
@@ -75,7 +75,7 @@ def collect_status(
     except Exception as exc:  # noqa: BLE001
         st.errors["fs"] = _short(exc)
     try:
-        outbox = OutboxStore(db, settings.db_schema)
+        outbox = OutboxStore.from_settings(db, settings)
         replica = ReplicaStore(db, settings.db_schema)
         st.outbox = outbox.counts()
         st.oldest_pending_age_s = outbox.oldest_pending_age_s()

@@ -26,7 +26,6 @@ import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -35,7 +34,7 @@ from ctxpipe.core.errors import InvalidURIError
 from ctxpipe.core.models import OutboxEvent
 from ctxpipe.core.uri import node_uri
 from ctxpipe.index.indexer import RELATIONS_KEY, Indexer, SyncReport
-from ctxpipe.index.outbox_store import OutboxStore
+from ctxpipe.storage.outbox_store import OutboxStore
 
 log = logging.getLogger(__name__)
 
@@ -139,13 +138,6 @@ class IndexWorker:
         self.indexer = indexer
         self.worker_id = worker_id or default_worker_id()
         self.batch_size = batch_size
-
-    @classmethod
-    def from_runtime(cls, runtime: Any, worker_id: str | None = None) -> IndexWorker:
-        """Built from a `ctxpipe.runtime.Runtime` (FS, DB pool, embedder, settings)."""
-        from ctxpipe.index.wiring import make_worker
-
-        return make_worker(runtime, worker_id)
 
     def check(self) -> None:
         """Start-up check: the model's dimension fits the schema (clear `EmbeddingError`)."""

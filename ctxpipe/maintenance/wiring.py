@@ -1,20 +1,40 @@
-"""Builds the maintenance jobs from a `Runtime` (the CLI and the beat tasks share this)."""
+"""Builds the maintenance jobs from the application's adapters (the CLI and the beat tasks
+share this). `MaintenanceAdapters` is the port this package owns for that; `Runtime` is one."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from ctxpipe.core.config import Settings
 from ctxpipe.core.models import utcnow
+from ctxpipe.fs import ContextFS, OwnerLock
 from ctxpipe.maintenance.erasure import UserEraser
 from ctxpipe.maintenance.forgetting import Forgetter, Recall
+from ctxpipe.storage.db import Database
+from ctxpipe.storage.outbox_store import OutboxStore
 
-if TYPE_CHECKING:
-    from ctxpipe.runtime import Runtime
+
+class MaintenanceAdapters(Protocol):
+    """What the maintenance jobs are built from (read-only; `Runtime` is one). `db` and
+    `outbox` are only touched when `use_database` is true."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def use_database(self) -> bool: ...
+    @property
+    def fs(self) -> ContextFS: ...
+    @property
+    def lock(self) -> OwnerLock: ...
+    @property
+    def db(self) -> Database: ...
+    @property
+    def outbox(self) -> OutboxStore: ...
 
 
-def make_forgetter(rt: Runtime, clock: Callable[[], datetime] = utcnow) -> Forgetter:
+def make_forgetter(rt: MaintenanceAdapters, clock: Callable[[], datetime] = utcnow) -> Forgetter:
     """A Forgetter on the runtime's FS, lock and outbox, valuing memories by the recall
     statistics of the replica database (none when it is unreachable: recency alone)."""
     recall = None
@@ -45,7 +65,7 @@ def make_forgetter(rt: Runtime, clock: Callable[[], datetime] = utcnow) -> Forge
     )
 
 
-def make_eraser(rt: Runtime, clock: Callable[[], datetime] = utcnow) -> UserEraser:
+def make_eraser(rt: MaintenanceAdapters, clock: Callable[[], datetime] = utcnow) -> UserEraser:
     """A UserEraser on the runtime's FS and lock, and its database when it is used."""
     from ctxpipe.storage.erasure_store import PgErasureStore
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from ctxpipe.core.caches import LockedCache
+from ctxpipe.core.config import Settings
 from ctxpipe.core.models import NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message, RequestContext
 from ctxpipe.fs import ContextFS, FSRelationStore
@@ -21,7 +23,7 @@ from ctxpipe.retrieval.access import check_readable, owner_spaces, visible
 from ctxpipe.retrieval.config import RetrievalConfig
 from ctxpipe.retrieval.context_builder import ContextBuilder, ContextRequest, ContextResult
 from ctxpipe.retrieval.find import HybridFinder
-from ctxpipe.retrieval.graph import GraphNeighbour, neighbours
+from ctxpipe.retrieval.graph import GraphNeighbour, traverse
 from ctxpipe.retrieval.incremental import PgSnapshotStore, SnapshotStore
 from ctxpipe.retrieval.intent import IntentAnalyzer
 from ctxpipe.retrieval.models import FindFilters, FindHit, FindResult, SearchResult, TagCount
@@ -31,10 +33,24 @@ from ctxpipe.retrieval.tokens import TokenCounter, counter_for_model
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
 
-if TYPE_CHECKING:
-    from ctxpipe.runtime import Runtime
-
 log = logging.getLogger(__name__)
+
+
+class ReadAdapters(Protocol):
+    """What `ReadPath.from_runtime` builds on (read-only; the application's `Runtime` is one)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def db(self) -> Database: ...
+    @property
+    def embedder(self) -> Embedder: ...
+    @property
+    def fs(self) -> ContextFS: ...
+    @property
+    def llm(self) -> LLM: ...
+    @property
+    def relations(self) -> FSRelationStore: ...
 
 
 class ReadPath:
@@ -85,7 +101,7 @@ class ReadPath:
         self.owners = SessionOwners(fs)
 
     @classmethod
-    def from_runtime(cls, rt: Runtime, config: RetrievalConfig | None = None) -> ReadPath:
+    def from_runtime(cls, rt: ReadAdapters, config: RetrievalConfig | None = None) -> ReadPath:
         return cls(
             rt.db,
             rt.embedder,
@@ -282,8 +298,26 @@ class ReadPath:
         return entries
 
     def graph(self, uri: str, ctx: RequestContext, depth: int = 1) -> list[GraphNeighbour]:
-        """Nodes within `depth` relation hops of `uri` (see `retrieval.graph`)."""
-        return neighbours(self, uri, ctx, depth)
+        """Nodes within `depth` relation hops of `uri` (`retrieval.graph.traverse`): outgoing
+        edges from the FS, incoming ones from the replica, only through nodes `ctx` may see
+        (the start node itself must be readable)."""
+        u = check_readable(ctx, uri, self._session_is_users(ctx))
+        spaces = self.spaces(ctx)
+
+        def outgoing(node: str) -> list[RelationEdge]:
+            return self.relations.get_edges(node, ctx)
+
+        def incoming(nodes: list[str]) -> list[RelationEdge]:
+            with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+                rows = cur.execute(
+                    self.queries["graph_incoming"], {"account_id": ctx.account_id, "uris": nodes}
+                ).fetchall()
+            return [RelationEdge.model_validate(r) for r in rows]
+
+        def readable(other: str) -> bool:
+            return visible(ctx, other, spaces)
+
+        return traverse(str(u.node), depth, outgoing, incoming, visible=readable)
 
 
 def _sessions(filters: FindFilters) -> set[str]:

@@ -1,7 +1,8 @@
 """Relations as a graph: breadth-first traversal to a depth (seed 002 F6, GraphDistance).
 
-A node's outgoing edges are read from the FS (`.relations.json`, the truth); its incoming edges
-from the replica's `relation_edges` (the FS has no reverse index), when the replica is reachable.
+`ReadPath.graph` feeds it: a node's outgoing edges are read from the FS (`.relations.json`,
+the truth); its incoming edges from the replica's `relation_edges` (the FS has no reverse
+index), when the replica is reachable.
 Every neighbour reached at distance d scores ``1 / (1 + d)``; it is reported once, at its
 shortest distance, with the edge it was first reached by. Nodes the request may not read are
 neither reported nor traversed through.
@@ -10,17 +11,11 @@ neither reported nor traversed through.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from psycopg.rows import dict_row
 from pydantic import BaseModel
 
 from ctxpipe.core.models import RelationEdge
-from ctxpipe.core.session import RequestContext
-from ctxpipe.retrieval.access import check_readable, visible
-
-if TYPE_CHECKING:
-    from ctxpipe.retrieval.engine import ReadPath
 
 MAX_DEPTH = 5
 MAX_NODES = 1000  # a traversal stops growing past this many neighbours
@@ -83,25 +78,4 @@ def traverse(
     return found
 
 
-def neighbours(rp: ReadPath, uri: str, ctx: RequestContext, depth: int = 1) -> list[GraphNeighbour]:
-    """`traverse` for one request: outgoing edges from the FS, incoming ones from the replica,
-    only through nodes `ctx` may see (the start node itself must be readable)."""
-    u = check_readable(ctx, uri, rp._session_is_users(ctx))
-    spaces = rp.spaces(ctx)
-
-    def outgoing(node: str) -> list[RelationEdge]:
-        return rp.relations.get_edges(node, ctx)
-
-    def incoming(nodes: list[str]) -> list[RelationEdge]:
-        with rp.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(
-                rp.queries["graph_incoming"], {"account_id": ctx.account_id, "uris": nodes}
-            ).fetchall()
-        return [RelationEdge.model_validate(r) for r in rows]
-
-    return traverse(
-        str(u.node), depth, outgoing, incoming, visible=lambda other: visible(ctx, other, spaces)
-    )
-
-
-__all__ = ["MAX_DEPTH", "GraphNeighbour", "graph_distance_score", "neighbours", "traverse"]
+__all__ = ["MAX_DEPTH", "GraphNeighbour", "graph_distance_score", "traverse"]

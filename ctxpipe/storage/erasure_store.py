@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ctxpipe.core.models import OutboxEvent
 from ctxpipe.storage.db import Database
+from ctxpipe.storage.outbox_store import OutboxStore
 from ctxpipe.storage.queries import Queries
 
 # (query, what it counts) in the order they run: rows that reference others go first
@@ -21,7 +20,9 @@ ERASE_QUERIES = (
 
 
 class PgErasureStore:
-    def __init__(self, db: Database, schema: str = "ctx", outbox: Any = None) -> None:
+    def __init__(
+        self, db: Database, schema: str = "ctx", outbox: OutboxStore | None = None
+    ) -> None:
         self._db = db
         self._q = Queries(schema)
         self._outbox = outbox

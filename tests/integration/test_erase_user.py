@@ -16,7 +16,7 @@ from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.errors import CommitError
 from ctxpipe.core.models import ContextNode
 from ctxpipe.core.session import RequestContext, SessionInput
-from ctxpipe.index.worker import IndexWorker
+from ctxpipe.index.wiring import make_worker
 from ctxpipe.maintenance.erasure import _drop_lines
 from ctxpipe.maintenance.wiring import make_eraser
 from ctxpipe.providers.base import run_sync
@@ -114,7 +114,7 @@ def commit_all(rt: Runtime, sessions: list[SessionInput]) -> None:
         req = CommitRequest.from_session(s)
         steps.submit(ledger, req)
         coord.commit_sync(req)
-    IndexWorker.from_runtime(rt, "erase-test").drain(max_seconds=120)
+    make_worker(rt, "erase-test").drain(max_seconds=120)
 
 
 def test_erasure_leaves_nothing_of_the_user_and_keeps_the_others(rt: Runtime) -> None:

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from ctxpipe.core.enums import OutboxEventType, OutboxStatus
 from ctxpipe.core.models import OutboxEvent
-from ctxpipe.index.outbox_store import OutboxStore
 from ctxpipe.storage.db import Database
+from ctxpipe.storage.outbox_store import OutboxStore
 
 
 @pytest.fixture

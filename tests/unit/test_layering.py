@@ -1,16 +1,45 @@
 """The layering of DESIGN §2: the library never imports Celery; only the CLI (the composition
-root) may reach `tasks`, and only lazily inside a function."""
+root) may reach `tasks`, and only lazily inside a function; dependencies point one way, down
+the floors, and no modules import each other in a circle.
+
+Every import counts, wherever it is written: at module level, inside a function, or under
+`if TYPE_CHECKING:` (a type-only import is still a dependency someone must understand)."""
 
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[2] / "ctxpipe"
 
+# DESIGN §2: core ← fs/providers/storage ← extraction/commit/index/retrieval/maintenance ←
+# service/runtime ← the edges. A module may import from its own floor or any floor below.
+FLOORS: dict[str, int] = {
+    "core": 0,
+    "fs": 1,
+    "providers": 1,
+    "storage": 1,
+    "extraction": 2,
+    "commit": 2,
+    "index": 2,
+    "retrieval": 2,
+    "maintenance": 2,
+    "service": 3,
+    "runtime": 3,
+    "devstack": 3,  # the local dev stack: composes the floors below for `ctxpipe dev`
+    # the edges: the command (and `python -m ctxpipe`), the HTTP API, its client, the MCP server
+    "cli": 4,
+    "__main__": 4,
+    "api": 4,
+    "client": 4,
+    "mcp_server": 4,
+}
+
 
 def imports(path: Path) -> list[tuple[str, bool]]:
-    """(module, at module level?) for every import in `path`."""
+    """(module, at module level?) for every absolute import in `path`."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     top = {id(n) for n in tree.body}
     out: list[tuple[str, bool]] = []
@@ -20,6 +49,83 @@ def imports(path: Path) -> list[tuple[str, bool]]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             out.append((node.module, id(node) in top))
     return out
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path = PKG) -> dict[str, set[str]]:
+    """Module → the modules of the same package it imports (every import, relative ones
+    resolved). `from a import b` points at `a.b` when that is a module, else at `a`."""
+    files = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+
+    def owner(name: str) -> str | None:  # the longest known module that `name` lies in
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for mod, path in files.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        targets: list[str] = []
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*up, base] if base else up)
+                targets += [
+                    f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names
+                ]
+        graph[mod] = {t for t in map(owner, targets) if t is not None and t != mod}
+    return graph
+
+
+def cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one member (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp: list[str] = []
+            while not comp or comp[-1] != v:
+                comp.append(stack.pop())
+                on_stack.discard(comp[-1])
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+@functools.cache
+def ctxpipe_graph() -> dict[str, set[str]]:
+    return import_graph(PKG)
+
+
+def package_of(module: str) -> str:
+    """`ctxpipe.index.worker` → `index`; `ctxpipe.runtime` → `runtime`; `ctxpipe` → ``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
 
 
 def test_ctxpipe_never_imports_celery() -> None:
@@ -42,3 +148,55 @@ def test_only_the_cli_reaches_tasks_and_only_lazily() -> None:
                 if not p.is_relative_to(PKG / "cli") or top_level:
                     offenders.append(f"{p.relative_to(PKG)}: {module}")
     assert offenders == []
+
+
+def test_the_graph_sees_every_kind_of_import(tmp_path: Path) -> None:
+    root = tmp_path / "pkg"
+    (root / "sub").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "sub" / "__init__.py").write_text("from pkg.sub.a import A\n")
+    (root / "sub" / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.sub.b import B\nA = 1\n"
+    )
+    (root / "sub" / "b.py").write_text("def f():\n    from . import c\n")
+    (root / "sub" / "c.py").write_text("from ..sub import a\nimport json\n")
+    (root / "top.py").write_text("from pkg import sub\n")
+    graph = import_graph(root)
+    assert graph["pkg.sub.a"] == {"pkg.sub.b"}  # under TYPE_CHECKING
+    assert graph["pkg.sub.b"] == {"pkg.sub.c"}  # relative, inside a function
+    assert graph["pkg.sub.c"] == {"pkg.sub.a"}  # relative, up one level; json is not ours
+    assert graph["pkg.top"] == {"pkg.sub"}  # `from pkg import sub`: the package sub
+    assert cycles(graph) == [["pkg.sub.a", "pkg.sub.b", "pkg.sub.c"]]
+    assert cycles({"x": {"y"}, "y": set()}) == []
+
+
+def test_every_package_has_a_floor() -> None:
+    graph = ctxpipe_graph()
+    assert len(graph) > 100 and sum(map(len, graph.values())) > 400
+    assert "ctxpipe.storage.outbox_store" in graph["ctxpipe.runtime"]
+    packages = {package_of(m) for m in graph} - {""}
+    assert sorted(packages - FLOORS.keys()) == []
+
+
+def test_no_module_imports_from_a_higher_floor() -> None:
+    upward = [
+        f"{mod} -> {dep}"
+        for mod, deps in ctxpipe_graph().items()
+        for dep in sorted(deps)
+        if package_of(mod) and package_of(dep)
+        if FLOORS[package_of(dep)] > FLOORS[package_of(mod)]
+    ]
+    assert upward == []
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    assert cycles(ctxpipe_graph()) == []
+
+
+def test_no_packages_import_each_other_in_a_circle() -> None:
+    packages: dict[str, set[str]] = {}
+    for mod, deps in ctxpipe_graph().items():
+        packages.setdefault(package_of(mod), set()).update(
+            package_of(d) for d in deps if package_of(d) != package_of(mod)
+        )
+    assert cycles(packages) == []

@@ -19,6 +19,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from pydantic import ValidationError
 
+from ctxpipe.core.config import Settings
 from ctxpipe.core.enums import OutboxStatus
 from ctxpipe.core.models import OutboxEvent
 from ctxpipe.core.uri import CtxURI
@@ -50,7 +51,8 @@ class OutboxStore:
         self.backoff_max_s = backoff_max_s
 
     @classmethod
-    def from_settings(cls, db: Database, settings: Any) -> OutboxStore:
+    def from_settings(cls, db: Database, settings: Settings) -> OutboxStore:
+        """The one way the application builds it: schema, lease and backoff from `settings`."""
         return cls(
             db,
             settings.db_schema,

@@ -1,4 +1,5 @@
-# ctxpipe developer tasks. `make test` is the one test command (see README "Testing").
+# ctxpipe developer tasks. `make test` is the one test command (see README "Testing");
+# `make unit` is the fast tier for the edit-test loop.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -6,7 +7,7 @@ BIN := $(VENV)/bin
 # Reinstall only when pyproject.toml changed (or the venv is new).
 STAMP := $(VENV)/.ctxpipe-installed
 
-.PHONY: test lint install clean demo chaos
+.PHONY: test unit lint install clean demo chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +23,12 @@ test: export HF_HUB_OFFLINE := 1
 test: export TRANSFORMERS_OFFLINE := 1
 test: $(STAMP)
 	$(BIN)/pytest -q
+
+# The unit tier alone: no servers, no model (torch is never imported), seconds.
+unit: export HF_HUB_OFFLINE := 1
+unit: export TRANSFORMERS_OFFLINE := 1
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
 
 # The main job on the embedded default: start the local stack (PostgreSQL + pgvector, Redis,
 # Celery workers, beat, Flower), commit every examples/*.json through Celery, show the memory

@@ -6,6 +6,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from ctxpipe.commit.components import CommitComponents
+from ctxpipe.commit.step_cache import StepCache
 from ctxpipe.core.config import Settings
 from ctxpipe.fs import ContextFS, FSRelationStore, LocalOwnerLock, OwnerLock
 from ctxpipe.providers.base import LLM
@@ -72,6 +73,10 @@ class Runtime:
     def outbox(self) -> OutboxStore:
         return OutboxStore.from_settings(self.db, self.settings)
 
+    @cached_property
+    def step_cache(self) -> StepCache:
+        return StepCache()
+
     def components(self) -> CommitComponents:
         db = self.use_database
         return CommitComponents(
@@ -84,6 +89,7 @@ class Runtime:
             embedder=self.embedder if db else None,
             vector_index=self.vector_index if db else None,
             outbox=self.outbox if db else None,
+            step_cache=self.step_cache,
         )
 
     def database_reachable(self, timeout_s: float = 2.0) -> bool:

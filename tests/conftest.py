@@ -47,7 +47,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    markers = {"integration": pytest.mark.integration, "e2e": pytest.mark.e2e}
+    markers = {
+        "integration": pytest.mark.integration,
+        "e2e": pytest.mark.e2e,
+        "perf": pytest.mark.perf,
+    }
     for item in items:
         try:
             top = Path(item.path).resolve().relative_to(TESTS_DIR).parts[0]

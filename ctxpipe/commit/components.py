@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from ctxpipe.commit.step_cache import StepCache
 from ctxpipe.core.config import Settings
 from ctxpipe.core.models import OutboxEvent
 from ctxpipe.fs import ContextFS, FSRelationStore, OwnerLock
@@ -29,3 +30,5 @@ class CommitComponents:
     embedder: Embedder | None = None
     vector_index: VectorIndex | None = None
     outbox: OutboxSink | None = None
+    # parsed requests of the commits this process runs steps of (one per Runtime)
+    step_cache: StepCache = field(default_factory=StepCache)

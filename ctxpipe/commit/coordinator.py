@@ -1,24 +1,20 @@
-"""CommitCoordinator: runs the five phases in one process (seed 004 §15).
+"""CommitCoordinator: runs a commit's steps in one process (seed 004 §15).
 
-The Celery workflow in `tasks/` runs the very same phase functions as separate tasks.
+The inline dispatcher: the very `steps` coroutines the Celery tasks run, awaited in order on an
+`InMemoryLedger` (the four extractors concurrently, as the chord runs them). Nothing retries in
+process, so a transient failure reaches the caller as the error itself.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 
+from ctxpipe.commit import steps
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.journal import CommitJournal
-from ctxpipe.commit.payloads import CommitRequest, PlanOutcome, WriteOutcome
-from ctxpipe.commit.phases import (
-    archive_phase,
-    check_session_owner,
-    extract_phase,
-    plan_phase,
-    write_phase,
-)
-from ctxpipe.commit.register import build_result, register_phase, usage_by_phase
+from ctxpipe.commit.ledger import InMemoryLedger
+from ctxpipe.commit.payloads import CommitRequest
+from ctxpipe.commit.phases import check_session_owner
 from ctxpipe.core.errors import CommitError
 from ctxpipe.core.models import CommitResult
 from ctxpipe.core.session import check_limits
@@ -30,7 +26,6 @@ class CommitCoordinator:
         self._c = components
 
     async def commit(self, req: CommitRequest) -> CommitResult:
-        started = time.perf_counter()
         dry = req.options.dry_run or self._c.settings.commit.dry_run
         check_limits(req.messages, req.used_contexts, req.used_tools, self._c.settings.limits)
         # refused before the journal is consulted: a commit id is looked up only within the
@@ -40,36 +35,29 @@ class CommitCoordinator:
             done = CommitJournal(self._c.fs).load(req)
             if done is not None:  # this commit id already ran to completion: change nothing
                 return done
-        archived = await archive_phase(self._c, req)
-        archive = archived.archive
+        # one ledger per commit: a commit id may run again here (the journal above decides)
+        ledger = InMemoryLedger()
+        steps.submit(ledger, req)
+        self._c.step_cache.remember(req)  # the request itself, not a copy parsed back
         try:
-            results = await asyncio.gather(
-                *(extract_phase(self._c, name, req, archive) for name in EXTRACTOR_NAMES)
+            return await self._run(ledger, req.commit_id)
+        except steps.TransientStepError as exc:
+            failure = exc.__cause__ or exc
+        raise failure  # the error itself, as a caller in process has always seen it
+
+    async def _run(self, ledger: InMemoryLedger, commit_id: str) -> CommitResult:
+        c = self._c
+        await steps.archive(c, ledger, commit_id)
+        try:
+            await asyncio.gather(
+                *(steps.extract(c, ledger, commit_id, name) for name in EXTRACTOR_NAMES)
             )
-        except Exception as exc:
-            raise CommitError(str(exc), phase="extract") from exc
-        plan: PlanOutcome = await plan_phase(self._c, req, archive, list(results))
-        if dry:
-            return build_result(
-                req,
-                archive,
-                plan,
-                WriteOutcome(),
-                [],
-                plan.warnings,
-                usage_by_phase(archived, list(results), plan),
-                int((time.perf_counter() - started) * 1000),
-            )
-        written = await write_phase(self._c, req, archive, plan)
-        return register_phase(
-            self._c,
-            req,
-            archive,
-            plan,
-            written,
-            usage=usage_by_phase(archived, list(results), plan, written),
-            duration_ms=int((time.perf_counter() - started) * 1000),
-        )
+        except steps.TransientStepError as exc:
+            cause = exc.__cause__ or exc
+            raise CommitError(str(cause), phase="extract") from cause
+        await steps.plan(c, ledger, commit_id)
+        await steps.write(c, ledger, commit_id)
+        return CommitResult.model_validate(await steps.register(c, ledger, commit_id))
 
     def commit_sync(self, req: CommitRequest) -> CommitResult:
         return asyncio.run(self.commit(req))

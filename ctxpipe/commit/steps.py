@@ -1,23 +1,29 @@
 """Ledgered steps: each commit phase made idempotent under redelivery.
 
 A step runs its phase once per (commit id, phase): the output is stored write-once in the commit
-ledger and a redelivered step returns the stored output without running again. Steps classify
+ledger and a redelivered step returns the stored output without running again. Each step is a
+coroutine (`archive`, `extract`, `plan`, `write`, `register`) with a blocking twin
+(`archive_step` …) for a Celery task. CommitCoordinator awaits the same coroutines on an
+`InMemoryLedger`, so in-process commits and the tests run the code the workers run. Steps classify
 failures: transient ones raise `TransientStepError` (the task layer retries with backoff),
 permanent ones mark the commit failed in the ledger and raise `CommitError`.
-The Celery tasks in `tasks/` are thin wrappers around these functions.
+The Celery tasks in `tasks/` are thin wrappers around the blocking twins.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import time
-from collections import OrderedDict
-from typing import Any, Protocol
+from collections.abc import Awaitable
+from datetime import datetime
+from typing import Any
 
 import psycopg
 import redis
 
 from ctxpipe.commit.components import CommitComponents
+from ctxpipe.commit.ledger import LedgerPort
 from ctxpipe.commit.payloads import ArchiveOutcome, CommitRequest, PlanOutcome, WriteOutcome
 from ctxpipe.commit.phases import (
     archive_phase,
@@ -60,23 +66,6 @@ class CommitAlreadyFailedError(CommitError):
         super().__init__(f"commit {commit_id} is already marked failed", phase="failed")
 
 
-class LedgerPort(Protocol):
-    def create(self, commit_id: str, ctx: dict[str, str], request: dict[str, Any]) -> bool: ...
-    def get(self, commit_id: str) -> Any: ...
-    def advance(self, commit_id: str, phase: CommitPhase, **kw: Any) -> None: ...
-    def fail(self, commit_id: str, phase: str, error: str) -> None: ...
-    def touch(self, commit_id: str) -> None: ...
-    def complete(
-        self, commit_id: str, key: str, payload: dict[str, Any], phase: CommitPhase, **kw: Any
-    ) -> tuple[dict[str, Any], int]: ...
-    def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]: ...
-    def load_output(self, commit_id: str, key: str) -> dict[str, Any] | None: ...
-    def load_outputs(self, commit_id: str, prefix: str) -> dict[str, dict[str, Any]]: ...
-    def state(
-        self, commit_id: str, keys: list[str]
-    ) -> tuple[dict[str, Any], Any, str, dict[str, dict[str, Any]]] | None: ...
-
-
 # Failures of infrastructure that come back by themselves: a connection lost or refused, a
 # server shutting down or restarting, a pool with no free connection in time.
 TRANSIENT_TYPES: tuple[type[BaseException], ...] = (
@@ -112,16 +101,29 @@ def transient_as_retry(phase: str) -> Any:
     """Decorate a step: any transient failure — also of the ledger reads and writes around the
     phase itself — becomes `TransientStepError`, which the task layer retries with backoff."""
 
+    def classify(exc: Exception) -> None:
+        if not isinstance(exc, TransientStepError | CommitError) and is_transient(exc):
+            raise TransientStepError(phase, exc) from exc
+
     def wrap(fn: Any) -> Any:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def astep(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return await fn(*args, **kwargs)
+                except Exception as exc:
+                    classify(exc)
+                    raise
+
+            return astep
+
         @functools.wraps(fn)
         def step(*args: Any, **kwargs: Any) -> Any:
             try:
                 return fn(*args, **kwargs)
-            except (TransientStepError, CommitError):
-                raise
             except Exception as exc:
-                if is_transient(exc):
-                    raise TransientStepError(phase, exc) from exc
+                classify(exc)
                 raise
 
         return step
@@ -149,39 +151,19 @@ def submit(ledger: LedgerPort, req: CommitRequest, limits: LimitsConfig | None =
     return False
 
 
-# Requests and phase outputs are write-once, so a worker process may keep them in memory:
-# the next phase of the same commit often runs in the same process.
-_CACHE: OrderedDict[tuple[str, str], Any] = OrderedDict()
-_CACHE_SIZE = 512
-
-
-def _remember(key: tuple[str, str], value: Any) -> Any:
-    _CACHE[key] = value
-    if len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
-    return value
-
-
 def _state(
-    ledger: LedgerPort, commit_id: str, keys: list[str]
-) -> tuple[CommitRequest, dict[str, dict[str, Any]]]:
-    """The request and whichever of `keys` exist (one query). A commit already marked failed
-    (for example by the sweeper) is never advanced again: its late tasks write nothing."""
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, keys: list[str]
+) -> tuple[CommitRequest, datetime, dict[str, dict[str, Any]]]:
+    """The request, its creation time and whichever of `keys` exist (one query). A commit
+    already marked failed (for example by the sweeper) is never advanced again: its late tasks
+    write nothing."""
     state = ledger.state(commit_id, keys)
     if state is None:
         raise CommitError(f"unknown commit {commit_id}", phase="enqueued")
     request, created_at, phase, outputs = state
     if phase == CommitPhase.FAILED.value:
         raise CommitAlreadyFailedError(commit_id)
-    req = _CACHE.get((commit_id, "request"))
-    if req is None:
-        req = _remember((commit_id, "request"), CommitRequest.model_validate(request))
-    _remember((commit_id, "created_at"), created_at)
-    return req, outputs
-
-
-def load_request(ledger: LedgerPort, commit_id: str) -> CommitRequest:
-    return _state(ledger, commit_id, [])[0]
+    return c.step_cache.request(commit_id, request), created_at, outputs
 
 
 def _need(outputs: dict[str, dict[str, Any]], key: str, phase: str) -> dict[str, Any]:
@@ -190,9 +172,9 @@ def _need(outputs: dict[str, dict[str, Any]], key: str, phase: str) -> dict[str,
     return outputs[key]
 
 
-def _run(ledger: LedgerPort, commit_id: str, phase: str, fn: Any) -> Any:
+async def _run(ledger: LedgerPort, commit_id: str, phase: str, work: Awaitable[Any]) -> Any:
     try:
-        return fn()
+        return await work
     except CommitError as exc:
         if is_transient(exc.__cause__):
             raise TransientStepError(exc.phase, exc.__cause__ or exc) from exc
@@ -216,11 +198,11 @@ def extraction_results(outputs: dict[str, dict[str, Any]]) -> list[ExtractionRes
 
 
 @transient_as_retry("archive")
-def archive_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    req, outs = _state(ledger, commit_id, [ARCHIVE])
+async def archive(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
+    req, _, outs = _state(c, ledger, commit_id, [ARCHIVE])
     if ARCHIVE in outs:
         return outs[ARCHIVE]
-    outcome = _run(ledger, commit_id, "archive", lambda: run_sync(archive_phase(c, req)))
+    outcome = await _run(ledger, commit_id, "archive", archive_phase(c, req))
     stored, _ = ledger.complete(
         commit_id,
         ARCHIVE,
@@ -232,19 +214,17 @@ def archive_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dic
 
 
 @transient_as_retry("extract")
-def extract_step(
+async def extract(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, name: str
 ) -> dict[str, Any]:
     key = EXTRACT_PREFIX + name
-    req, outs = _state(ledger, commit_id, [key, ARCHIVE])
+    req, _, outs = _state(c, ledger, commit_id, [key, ARCHIVE])
     if key in outs:  # redelivered: the first stored output stands
         if len(ledger.load_outputs(commit_id, EXTRACT_PREFIX)) == len(EXTRACTOR_NAMES):
             ledger.advance(commit_id, CommitPhase.EXTRACTED)
         return outs[key]
-    archive = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "extract")).archive
-    result = _run(
-        ledger, commit_id, "extract", lambda: run_sync(extract_phase(c, name, req, archive))
-    )
+    archived = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "extract")).archive
+    result = await _run(ledger, commit_id, "extract", extract_phase(c, name, req, archived))
     rep = result.report
     stored, count = ledger.complete(
         commit_id,
@@ -268,15 +248,13 @@ def extract_step(
 
 
 @transient_as_retry("plan")
-def plan_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    req, outs = _state(ledger, commit_id, [PLAN, ARCHIVE, *EXTRACT_KEYS])
+async def plan(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
+    req, _, outs = _state(c, ledger, commit_id, [PLAN, ARCHIVE, *EXTRACT_KEYS])
     if PLAN in outs:
         return outs[PLAN]
-    archive = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "plan")).archive
+    archived = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "plan")).archive
     results = extraction_results(outs)
-    outcome = _run(
-        ledger, commit_id, "plan", lambda: run_sync(plan_phase(c, req, archive, results))
-    )
+    outcome = await _run(ledger, commit_id, "plan", plan_phase(c, req, archived, results))
     stored, _ = ledger.complete(
         commit_id,
         PLAN,
@@ -288,18 +266,16 @@ def plan_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[s
 
 
 @transient_as_retry("write")
-def write_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    req, outs = _state(ledger, commit_id, [WRITE, ARCHIVE, PLAN])
+async def write(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
+    req, _, outs = _state(c, ledger, commit_id, [WRITE, ARCHIVE, PLAN])
     if WRITE in outs:
         return outs[WRITE]
-    archive = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "write")).archive
-    plan = PlanOutcome.model_validate(_need(outs, PLAN, "write"))
+    archived = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "write")).archive
+    planned = PlanOutcome.model_validate(_need(outs, PLAN, "write"))
     if req.options.dry_run or c.settings.commit.dry_run:
         outcome = WriteOutcome()
     else:
-        outcome = _run(
-            ledger, commit_id, "write", lambda: run_sync(write_phase(c, req, archive, plan))
-        )
+        outcome = await _run(ledger, commit_id, "write", write_phase(c, req, archived, planned))
     stored, _ = ledger.complete(
         commit_id,
         WRITE,
@@ -311,19 +287,20 @@ def write_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[
 
 
 @transient_as_retry("register")
-def register_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    req, outs = _state(ledger, commit_id, [RESULT, ARCHIVE, PLAN, WRITE, *EXTRACT_KEYS])
+async def register(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
+    req, created_at, outs = _state(
+        c, ledger, commit_id, [RESULT, ARCHIVE, PLAN, WRITE, *EXTRACT_KEYS]
+    )
     if RESULT in outs:
         return outs[RESULT]
     started = time.perf_counter()
     archived = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "register"))
-    plan = PlanOutcome.model_validate(_need(outs, PLAN, "register"))
+    planned = PlanOutcome.model_validate(_need(outs, PLAN, "register"))
     written = WriteOutcome.model_validate(_need(outs, WRITE, "register"))
-    usage = usage_by_phase(archived, extraction_results(outs), plan, written)
-    created_at = _CACHE.get((commit_id, "created_at"))
-    elapsed = int((time.time() - created_at.timestamp()) * 1000) if created_at else 0
+    usage = usage_by_phase(archived, extraction_results(outs), planned, written)
+    elapsed = int((time.time() - created_at.timestamp()) * 1000)
     result = register_phase(
-        c, req, archived.archive, plan, written, usage=usage, duration_ms=elapsed
+        c, req, archived.archive, planned, written, usage=usage, duration_ms=elapsed
     )
     stored, _ = ledger.complete(
         commit_id,
@@ -335,6 +312,29 @@ def register_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> di
         timings={"register_ms": int((time.perf_counter() - started) * 1000), "total_ms": elapsed},
     )
     return stored
+
+
+# The blocking twins a Celery task calls: each runs its step on a fresh event loop.
+def archive_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
+    return run_sync(archive(c, ledger, commit_id))
+
+
+def extract_step(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, name: str
+) -> dict[str, Any]:
+    return run_sync(extract(c, ledger, commit_id, name))
+
+
+def plan_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
+    return run_sync(plan(c, ledger, commit_id))
+
+
+def write_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
+    return run_sync(write(c, ledger, commit_id))
+
+
+def register_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
+    return run_sync(register(c, ledger, commit_id))
 
 
 def resume_point(phase: str) -> str | None:

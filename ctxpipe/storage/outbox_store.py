@@ -12,7 +12,8 @@ A claimed event whose lease expired is claimable again; that attempt counts as a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 from psycopg.rows import dict_row
@@ -42,8 +43,13 @@ class OutboxStore:
         lease_s: float = 60.0,
         backoff_base_s: float = 2.0,
         backoff_max_s: float = 600.0,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
+        """`clock`: the time leases, backoff and due dates are computed against; None (the
+        default) uses the database's now(), one clock for every worker. Tests step a clock
+        instead of sleeping."""
         self._db = db
+        self._clock = clock
         self._q = Queries(schema)
         self.schema = schema
         self.lease_s = lease_s
@@ -61,6 +67,9 @@ class OutboxStore:
             backoff_max_s=settings.outbox_backoff_max_s,
         )
 
+    def _now(self) -> datetime | None:
+        return self._clock() if self._clock is not None else None
+
     # ------------------------------------------------------------ write side (commit)
     def append_batch(self, events: list[OutboxEvent], *, rearm: bool = False) -> list[OutboxEvent]:
         """Insert events; ids are deterministic so a re-run inserts nothing new.
@@ -73,6 +82,7 @@ class OutboxStore:
             return []
         query = self._q["outbox_append_rearm" if rearm else "outbox_append"]
         inserted: set[str] = set()
+        now = self._now()
         with self._db.connection() as conn, conn.cursor() as cur:
             cur.executemany(
                 query,
@@ -84,6 +94,7 @@ class OutboxStore:
                         "account_id": CtxURI.parse(e.uri).account,
                         "payload": Jsonb(e.payload),
                         "max_retries": e.max_retries,
+                        "now": now,
                     }
                     for e in events
                 ],
@@ -114,6 +125,7 @@ class OutboxStore:
             "worker_id": worker_id,
             "limit": limit,
             "lease_s": float(lease_s if lease_s is not None else self.lease_s),
+            "now": self._now(),
         }
         with self._db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             rows = cur.execute(self._q["outbox_claim"], params).fetchall()
@@ -136,7 +148,8 @@ class OutboxStore:
             return 0
         with self._db.connection() as conn:
             rows = conn.execute(
-                self._q["outbox_done"], {"event_ids": ids, "worker_id": worker_id}
+                self._q["outbox_done"],
+                {"event_ids": ids, "worker_id": worker_id, "now": self._now()},
             ).fetchall()
         return len(rows)
 
@@ -156,6 +169,7 @@ class OutboxStore:
             "worker_id": worker_id,
             "backoff_base_s": float(self.backoff_base_s),
             "backoff_max_s": float(self.backoff_max_s),
+            "now": self._now(),
         }
         with self._db.connection() as conn:
             row = conn.execute(self._q["outbox_fail"], params).fetchone()
@@ -164,7 +178,7 @@ class OutboxStore:
     def reclaim_expired(self) -> dict[str, int]:
         """Expired leases: back to ``pending`` (counted as a failed attempt) or ``dead``."""
         with self._db.connection() as conn:
-            rows = conn.execute(self._q["outbox_reclaim"]).fetchall()
+            rows = conn.execute(self._q["outbox_reclaim"], {"now": self._now()}).fetchall()
         out = {"reclaimed": 0, "dead": 0}
         for _eid, status in rows:
             out["dead" if status == OutboxStatus.DEAD.value else "reclaimed"] += 1
@@ -177,7 +191,8 @@ class OutboxStore:
             return []
         with self._db.connection() as conn:
             rows = conn.execute(
-                self._q["outbox_requeue"], {"all": all_dead, "event_ids": ids}
+                self._q["outbox_requeue"],
+                {"all": all_dead, "event_ids": ids, "now": self._now()},
             ).fetchall()
         return sorted(r[0] for r in rows)
 

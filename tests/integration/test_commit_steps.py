@@ -73,7 +73,7 @@ def test_steps_run_once_and_replay_their_stored_output(make_settings, clean_db):
     events = outbox_rows(rt)
     assert len(events) == row.result["stats"]["outbox_events_queued"] > 0
 
-    steps._CACHE.clear()  # a redelivery in another worker process
+    c.step_cache.clear()  # a redelivery in another worker process
     again = [steps.archive_step(c, ledger, req.commit_id)]
     again += [steps.extract_step(c, ledger, req.commit_id, n) for n in EXTRACTOR_NAMES]
     again += [
@@ -82,7 +82,7 @@ def test_steps_run_once_and_replay_their_stored_output(make_settings, clean_db):
         steps.register_step(c, ledger, req.commit_id),
     ]
     assert again == outputs
-    steps._CACHE.clear()
+    c.step_cache.clear()
     write_again = steps.write_step(c, ledger, req.commit_id)  # stored output wins
     assert write_again == outputs[-2]
     from ctxpipe.commit.payloads import ArchiveOutcome, PlanOutcome, WriteOutcome

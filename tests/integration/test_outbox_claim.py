@@ -1,12 +1,13 @@
 """OutboxStore claim side on real PostgreSQL: SKIP LOCKED claims, leases, backoff, dead,
-requeue, re-arming, and the `ctxpipe outbox` commands."""
+requeue, re-arming, and the `ctxpipe outbox` commands. Leases and backoff run on a clock the
+tests step forward, never on sleeps."""
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -19,10 +20,28 @@ from ctxpipe.storage.db import Database
 from ctxpipe.storage.outbox_store import OutboxStore
 
 
+class SteppedClock:
+    """A clock that starts at the real time and moves only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
 @pytest.fixture
-def store(clean_db: str) -> Iterator[OutboxStore]:
+def clock() -> SteppedClock:
+    return SteppedClock()
+
+
+@pytest.fixture
+def store(clean_db: str, clock: SteppedClock) -> Iterator[OutboxStore]:
     db = Database(clean_db, min_size=1, max_size=8)
-    yield OutboxStore(db, "ctx", lease_s=30.0, backoff_base_s=0.2, backoff_max_s=1.0)
+    yield OutboxStore(db, "ctx", lease_s=30.0, backoff_base_s=0.2, backoff_max_s=1.0, clock=clock)
     db.close()
 
 
@@ -84,12 +103,14 @@ def test_concurrent_claimers_never_share_an_event(store):  # type: ignore[no-unt
     assert sum(1 for ids in got.values() if ids) > 1
 
 
-def test_expired_lease_is_claimable_again_and_fences_the_lost_worker(store):  # type: ignore[no-untyped-def]
+def test_expired_lease_is_claimable_again_and_fences_the_lost_worker(store, clock):  # type: ignore[no-untyped-def]
     (ev,) = events(1)
     store.append_batch([ev])
     (first,) = store.claim_batch("lost-worker", limit=1, lease_s=0.3)
     assert store.claim_batch("w2", limit=1) == []  # lease still valid
-    time.sleep(0.5)
+    clock.advance(0.3)
+    assert store.claim_batch("w2", limit=1) == []  # valid up to its last instant
+    clock.advance(0.001)
     (again,) = store.claim_batch("w2", limit=1)
     assert again.event_id == ev.event_id and again.worker_id == "w2"
     assert again.retry_count == 1  # the lost attempt counts
@@ -99,11 +120,12 @@ def test_expired_lease_is_claimable_again_and_fences_the_lost_worker(store):  # 
     assert store.mark_done(ev.event_id, worker_id="w2") == 1
 
 
-def test_reclaim_expired_leases(store):  # type: ignore[no-untyped-def]
+def test_reclaim_expired_leases(store, clock):  # type: ignore[no-untyped-def]
     evs = events(2, max_retries=1) + events(1, max_retries=5, prefix="q")
     store.append_batch(evs)
     store.claim_batch("gone", limit=3, lease_s=0.2)
-    time.sleep(0.4)
+    assert store.reclaim_expired() == {"reclaimed": 0, "dead": 0}
+    clock.advance(0.4)
     assert store.reclaim_expired() == {"reclaimed": 1, "dead": 2}
     by_id = {e.event_id: e for e in store.list_events()}
     assert by_id[evs[2].event_id].status is OutboxStatus.PENDING
@@ -112,15 +134,13 @@ def test_reclaim_expired_leases(store):  # type: ignore[no-untyped-def]
     assert [e.event_id for e in store.claim_batch("w", 5)] == [evs[2].event_id]
 
 
-def test_failures_back_off_exponentially_then_die(store, clean_db):  # type: ignore[no-untyped-def]
+def test_failures_back_off_exponentially_then_die(store, clean_db, clock):  # type: ignore[no-untyped-def]
     (ev,) = events(1, max_retries=3)
     store.append_batch([ev])
     waits = []
     for attempt in range(3):
-        deadline = time.monotonic() + 5
-        while not (claimed := store.claim_batch("w", 1)):
-            assert time.monotonic() < deadline, "event never became due again"
-            time.sleep(0.02)
+        claimed = store.claim_batch("w", 1)
+        assert claimed, "event never became due again"
         assert claimed[0].retry_count == attempt
         status = store.mark_failed(ev.event_id, f"boom {attempt}", worker_id="w")
         row = sql(
@@ -133,11 +153,14 @@ def test_failures_back_off_exponentially_then_die(store, clean_db):  # type: ign
         assert status is (OutboxStatus.DEAD if attempt == 2 else OutboxStatus.FAILED)
         if attempt < 2:
             assert store.claim_batch("w", 1) == []  # not due during the backoff
-    assert waits[0] == pytest.approx(0.2, abs=0.05)
-    assert waits[1] == pytest.approx(0.4, abs=0.05)  # base·2^n
+            clock.advance(waits[-1] - 0.01)
+            assert store.claim_batch("w", 1) == []  # … up to its end
+            clock.advance(0.01)
+    assert waits[0] == pytest.approx(0.2, abs=1e-6)
+    assert waits[1] == pytest.approx(0.4, abs=1e-6)  # base·2^n
     dead = store.get(ev.event_id)
     assert dead is not None and dead.retry_count == 3 and dead.error_message == "boom 2"
-    time.sleep(1.1)
+    clock.advance(1.1)
     assert store.claim_batch("w", 1) == []  # dead events are never claimed
 
 
@@ -204,13 +227,14 @@ def test_outbox_cli_list_and_requeue(store, make_settings, tmp_path):  # type: i
     assert bad.exit_code == 2
 
 
-def test_an_unparseable_event_is_dead_at_claim(store, clean_db):  # type: ignore[no-untyped-def]
+def test_an_unparseable_event_is_dead_at_claim(store, clean_db, clock):  # type: ignore[no-untyped-def]
     store.append_batch(events(1))
     sql(
         clean_db,
         "INSERT INTO ctx.outbox_events (event_id, event_type, uri) "
         "VALUES ('junk', 'REINDEX_EVERYTHING', 'ctx://acme/users/u/x')",
     )
+    clock.advance(1)  # the row the database stamped itself is due by the store's clock
     claimed = store.claim_batch("w", 10)
     assert len(claimed) == 1
     junk = sql(
@@ -219,13 +243,13 @@ def test_an_unparseable_event_is_dead_at_claim(store, clean_db):  # type: ignore
     assert junk[0] == "dead" and "invalid outbox event" in junk[1]
 
 
-def test_work_finished_after_the_lease_ran_out_is_still_done(store):  # type: ignore[no-untyped-def]
+def test_work_finished_after_the_lease_ran_out_is_still_done(store, clock):  # type: ignore[no-untyped-def]
     """A slow batch: beat reclaimed the lease meanwhile, but nobody else holds the event —
     the finished work counts, so a slow worker cannot drive an event to `dead`."""
     (ev,) = events(1)
     store.append_batch([ev])
     store.claim_batch("slow-worker", limit=1, lease_s=0.2)
-    time.sleep(0.4)
+    clock.advance(0.4)
     assert store.reclaim_expired() == {"reclaimed": 1, "dead": 0}
     assert store.mark_done(ev.event_id, worker_id="slow-worker") == 1
     (row,) = store.list_events()

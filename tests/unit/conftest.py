@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,8 @@ import pytest
 
 from ctxpipe.core.models import ContextNode
 from ctxpipe.fs import ContextFS
+
+HEAVY = ("torch", "sentence_transformers")
 
 
 @pytest.fixture
@@ -40,3 +43,13 @@ def make_node() -> Callable[..., ContextNode]:
         return ContextNode(**data)
 
     return factory
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_never_import_torch() -> Iterator[None]:
+    """The unit tier stays fast by never loading the model: a test that imports torch (or
+    sentence-transformers) belongs in tests/integration or should use a small fake embedder."""
+    before = {m for m in HEAVY if m in sys.modules}
+    yield
+    loaded = {m for m in HEAVY if m in sys.modules} - before
+    assert not loaded, f"this unit test imported {sorted(loaded)}"

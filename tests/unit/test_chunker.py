@@ -1,5 +1,8 @@
 """DocumentChunker: token-exact splitting with the real all-MiniLM-L6-v2 tokenizer, stable ids,
-and the source message ids every chunk keeps."""
+and the source message ids every chunk keeps.
+
+The tokenizer is the model's own `tokenizer.json`, read without torch (that it counts as the
+loaded model does is checked in tests/integration/test_embedder.py)."""
 
 from __future__ import annotations
 
@@ -12,18 +15,31 @@ from ctxpipe.core.enums import ContextType
 from ctxpipe.core.models import ChunkRecord, ContextNode
 from ctxpipe.index.chunker import DocumentChunker, cited_ids, narrow_refs
 from ctxpipe.providers.embedder import PACKAGED_MODEL, SentenceTransformerEmbedder
+from ctxpipe.retrieval.tokens import counter_for_model
 
 ARCHIVE = "ctx://acme/sessions/s1/archives/3"
 MEMORY = "ctx://acme/users/alice/memories/cases/deploy-fix"
 
 
-@pytest.fixture(scope="module")
-def emb() -> SentenceTransformerEmbedder:
-    return SentenceTransformerEmbedder(PACKAGED_MODEL, device="cpu")
+class ModelTokens:
+    """The packaged model's tokenizer and sequence limit, as the chunker reads them from the
+    embedder, without loading the model."""
+
+    def __init__(self, model: str) -> None:
+        self._counter = counter_for_model(model)
+        self.max_seq_length = SentenceTransformerEmbedder(model).max_seq_length  # from its config
+
+    def count_tokens(self, text: str) -> int:
+        return self._counter.count(text)
 
 
 @pytest.fixture(scope="module")
-def chunker(emb: SentenceTransformerEmbedder) -> DocumentChunker:
+def emb() -> ModelTokens:
+    return ModelTokens(PACKAGED_MODEL)
+
+
+@pytest.fixture(scope="module")
+def chunker(emb: ModelTokens) -> DocumentChunker:
     return DocumentChunker(emb, ChunkingConfig(chunk_tokens=64, chunk_overlap_tokens=8))
 
 

@@ -126,3 +126,21 @@ def test_factory_builds_lazy_embedder() -> None:
     assert isinstance(e, SentenceTransformerEmbedder)
     assert (e.model_name, e.device, e.batch_size) == (PACKAGED_MODEL, "cpu", 7)
     e.check_dimension(settings.embedding_dim)
+
+
+def test_the_tokenizer_file_counts_as_the_loaded_model(emb: SentenceTransformerEmbedder) -> None:
+    """Chunking and budgets may count tokens from `tokenizer.json` without torch (the unit tier
+    does): the counts and the special tokens are the loaded model's own."""
+    from ctxpipe.index.chunker import DEFAULT_SPECIAL_TOKENS, special_tokens_of
+    from ctxpipe.retrieval.tokens import counter_for_model
+
+    counter = counter_for_model(PACKAGED_MODEL)
+    texts = [
+        "The deploy step 3 restarts the worker pool.",
+        "部署步骤重启工作池并检查日志" * 5,
+        "x" * 3000,
+        "[s1:m2] user: psycopg2-binary, unique_key; don't use emojis 🙂",
+        "",
+    ]
+    assert [counter.count(t) for t in texts] == [emb.count_tokens(t) for t in texts]
+    assert special_tokens_of(emb) == DEFAULT_SPECIAL_TOKENS

@@ -1,0 +1,221 @@
+"""The commit ledger port, and the in-memory ledger the inline dispatcher runs the steps on.
+
+`steps.*` read and write a commit's phase and its write-once phase outputs through
+`LedgerPort`. Celery's tasks pass the PostgreSQL `CommitLedger`; `CommitCoordinator` passes an
+`InMemoryLedger`, so a commit run in process goes through the very code the workers run (as
+dramatiq tests its actors on a stub broker). Both follow the same rules: a phase only moves
+forward and never out of `failed`, a failure never overwrites `registered`, and the first
+stored output of a phase wins.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from ctxpipe.core.enums import CommitPhase
+from ctxpipe.storage.commit_ledger import PHASE_ORDER, LedgerRow
+
+
+class LedgerPort(Protocol):
+    """What the steps need of a commit ledger (`CommitLedger` and `InMemoryLedger`)."""
+
+    def create(self, commit_id: str, ctx: dict[str, str], request: dict[str, Any]) -> bool: ...
+
+    def get(self, commit_id: str) -> LedgerRow | None: ...
+
+    def advance(
+        self,
+        commit_id: str,
+        phase: CommitPhase,
+        *,
+        status: str | None = None,
+        extractors: dict[str, Any] | None = None,
+        timings: dict[str, Any] | None = None,
+        result: dict[str, Any] | None = None,
+    ) -> None: ...
+
+    def fail(self, commit_id: str, phase: str, error: str) -> None: ...
+
+    def touch(self, commit_id: str) -> None: ...
+
+    def complete(
+        self,
+        commit_id: str,
+        key: str,
+        payload: dict[str, Any],
+        phase: CommitPhase,
+        *,
+        status: str | None = None,
+        extractors: dict[str, Any] | None = None,
+        timings: dict[str, Any] | None = None,
+        with_result: bool = False,
+        count_prefix: str | None = None,
+    ) -> tuple[dict[str, Any], int]: ...
+
+    def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]: ...
+
+    def load_output(self, commit_id: str, key: str) -> dict[str, Any] | None: ...
+
+    def load_outputs(self, commit_id: str, prefix: str) -> dict[str, dict[str, Any]]: ...
+
+    def state(
+        self, commit_id: str, keys: list[str]
+    ) -> tuple[dict[str, Any], datetime, str, dict[str, dict[str, Any]]] | None: ...
+
+
+@dataclass
+class _Commit:
+    row: LedgerRow
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class InMemoryLedger:
+    """`LedgerPort` in a dict: one process, nothing durable. Thread-safe (extractor steps may
+    complete concurrently)."""
+
+    def __init__(self) -> None:
+        self._commits: dict[str, _Commit] = {}
+        self._lock = threading.Lock()
+
+    def create(self, commit_id: str, ctx: dict[str, str], request: dict[str, Any]) -> bool:
+        with self._lock:
+            if commit_id in self._commits:
+                return False
+            now = datetime.now(UTC)
+            self._commits[commit_id] = _Commit(
+                LedgerRow(
+                    commit_id=commit_id,
+                    account_id=ctx.get("account_id", ""),
+                    user_id=ctx.get("user_id", ""),
+                    agent_id=ctx.get("agent_id", ""),
+                    session_id=ctx.get("session_id", ""),
+                    phase=CommitPhase.ENQUEUED.value,
+                    request=request,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            return True
+
+    def get(self, commit_id: str) -> LedgerRow | None:
+        with self._lock:
+            found = self._commits.get(commit_id)
+            return found.row.model_copy(deep=True) if found else None
+
+    def advance(
+        self,
+        commit_id: str,
+        phase: CommitPhase,
+        *,
+        status: str | None = None,
+        extractors: dict[str, Any] | None = None,
+        timings: dict[str, Any] | None = None,
+        result: dict[str, Any] | None = None,
+    ) -> None:
+        """Move forward to `phase` (never backwards, never out of `failed`)."""
+        with self._lock:
+            self._advance(commit_id, phase, status, extractors, timings, result)
+
+    def _advance(
+        self,
+        commit_id: str,
+        phase: CommitPhase,
+        status: str | None,
+        extractors: dict[str, Any] | None,
+        timings: dict[str, Any] | None,
+        result: dict[str, Any] | None,
+    ) -> None:
+        found = self._commits.get(commit_id)
+        if found is None:
+            return
+        row = found.row
+        if row.phase == CommitPhase.FAILED.value:
+            return
+        if PHASE_ORDER.index(row.phase) > PHASE_ORDER.index(phase.value):
+            return
+        if row.phase != phase.value:  # progress resets the sweeper's re-drive count
+            row.attempts.pop("sweep", None)
+        row.phase = phase.value
+        row.status = status if status is not None else row.status
+        row.extractors.update(extractors or {})
+        row.timings.update(timings or {})
+        row.result = result if result is not None else row.result
+        row.updated_at = datetime.now(UTC)
+
+    def fail(self, commit_id: str, phase: str, error: str) -> None:
+        with self._lock:
+            found = self._commits.get(commit_id)
+            if found is None or found.row.phase == CommitPhase.REGISTERED.value:
+                return
+            row = found.row
+            row.phase = row.status = CommitPhase.FAILED.value
+            row.error, row.error_phase = error[:2000], phase
+            row.updated_at = datetime.now(UTC)
+
+    def touch(self, commit_id: str) -> None:
+        with self._lock:
+            found = self._commits.get(commit_id)
+            if found is not None:
+                found.row.updated_at = datetime.now(UTC)
+
+    def complete(
+        self,
+        commit_id: str,
+        key: str,
+        payload: dict[str, Any],
+        phase: CommitPhase,
+        *,
+        status: str | None = None,
+        extractors: dict[str, Any] | None = None,
+        timings: dict[str, Any] | None = None,
+        with_result: bool = False,
+        count_prefix: str | None = None,
+    ) -> tuple[dict[str, Any], int]:
+        """Store a phase output (first writer wins), advance the phase, and optionally count
+        the outputs under `count_prefix`, all under one lock. Returns (stored output, count)."""
+        with self._lock:
+            stored = self._save(commit_id, key, payload)
+            result = stored if with_result else None
+            self._advance(commit_id, phase, status, extractors, timings, result)
+            count = 0
+            if count_prefix is not None:
+                keys = self._commits[commit_id].outputs
+                count = sum(1 for k in keys if k.startswith(count_prefix))
+        return stored, count
+
+    def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            return self._save(commit_id, key, payload)
+
+    def _save(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]:
+        found = self._commits.get(commit_id)
+        if found is None:  # the PostgreSQL ledger refuses it by its foreign key
+            raise KeyError(f"unknown commit {commit_id}")
+        return found.outputs.setdefault(key, payload)
+
+    def load_output(self, commit_id: str, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            found = self._commits.get(commit_id)
+            return found.outputs.get(key) if found else None
+
+    def load_outputs(self, commit_id: str, prefix: str) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            found = self._commits.get(commit_id)
+            if found is None:
+                return {}
+            return {k: v for k, v in sorted(found.outputs.items()) if k.startswith(prefix)}
+
+    def state(
+        self, commit_id: str, keys: list[str]
+    ) -> tuple[dict[str, Any], datetime, str, dict[str, dict[str, Any]]] | None:
+        with self._lock:
+            found = self._commits.get(commit_id)
+            if found is None:
+                return None
+            row = found.row
+            outputs = {k: found.outputs[k] for k in keys if k in found.outputs}
+            assert row.created_at is not None
+            return row.request, row.created_at, row.phase, outputs

@@ -69,9 +69,7 @@ def test_commit_then_find_through_the_api(world: ApiWorld) -> None:
     assert all(h["uri"].startswith("ctx://acme/") for h in hits)
 
     uri = next(h["uri"] for h in hits if "/users/ann/" in h["uri"])
-    read = world.client.get(
-        "/v1/nodes/read", params={"uri": uri, "level": 2}, headers=auth(key)
-    )
+    read = world.client.get("/v1/nodes/read", params={"uri": uri, "level": 2}, headers=auth(key))
     assert read.status_code == 200 and read.json()["text"]
     ls = world.client.get(
         "/v1/nodes/ls", params={"uri": "ctx://acme/users/ann/"}, headers=auth(key)
@@ -160,9 +158,7 @@ def test_rate_limit_is_per_key_and_shared_through_redis(
 ) -> None:
     with api_world(pg_url, redis_url, tmp_path, "rt_api_rl", api_rate_limit="3/minute") as w:
         a, b = w.key("acme", "read", user="ann"), w.key("acme", "read", user="bob")
-        codes = [
-            w.client.get("/v1/commits/x", headers=auth(a)).status_code for _ in range(4)
-        ]
+        codes = [w.client.get("/v1/commits/x", headers=auth(a)).status_code for _ in range(4)]
         assert codes == [404, 404, 404, 429]
         limited = w.client.get("/v1/commits/x", headers=auth(a))
         assert error_of(limited)["code"] == "rate_limited"

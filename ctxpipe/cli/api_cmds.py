@@ -171,3 +171,36 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="the key id (not the 
     if not done:
         fail(f"no active key {key_id}")
     console.print(f"revoked {key_id}")
+
+
+@app.command("mcp")
+@handle_errors
+def mcp_cmd(
+    transport: Annotated[
+        str, typer.Option("--transport", help="stdio | http (streamable HTTP)")
+    ] = "stdio",
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535)] = 8090,
+    api_url: Annotated[
+        str | None, typer.Option("--api-url", help="the API the tools call (CTXPIPE_API_URL)")
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            envvar="CTXPIPE_API_KEY",
+            show_default=False,
+            help="key for stdio (over HTTP each request brings its own)",
+        ),
+    ] = None,
+) -> None:
+    """Serve the MCP tools find, search, build_context, read, commit_session."""
+    from ctxpipe.mcp_server import build_server
+
+    server = build_server(api_url or settings().api_url, api_key)
+    if transport == "stdio":
+        server.run("stdio")
+    elif transport == "http":
+        server.run("streamable-http", host=host, port=port)
+    else:
+        fail(f"unknown transport {transport!r} (stdio or http)")

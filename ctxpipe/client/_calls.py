@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from ctxpipe.api.keys import ApiKey
 from ctxpipe.api.schemas import CommitAccepted, CommitStatus, ReadOut, RemoveOut
 from ctxpipe.client._base import messages_json
 from ctxpipe.core.models import CommitOptions, NodeStat, NodeSummary, RelationEdge
@@ -49,6 +50,10 @@ def commit(
     return Call(
         "POST", "/v1/commits", lambda d: CommitAccepted.model_validate(d).commit_id, body=body
     )
+
+
+def whoami() -> Call:
+    return Call("GET", "/v1/keys/self", ApiKey.model_validate)
 
 
 def get_commit(commit_id: str) -> Call:

@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from ctxpipe.api.keys import ApiKey
 from ctxpipe.api.schemas import CommitStatus
 from ctxpipe.client import _calls as calls
 from ctxpipe.client._base import CommitFailedError, CtxApiError, Defaults, headers, raise_for
@@ -58,6 +59,10 @@ class AsyncCtxClient:
             raise CtxApiError(0, "unreachable", f"{type(exc).__name__}: {exc}") from exc
         raise_for(resp)
         return call.parse(resp.json())
+
+    async def whoami(self) -> ApiKey:
+        """The key's account, bound user or agent, and scopes."""
+        return await self._run(calls.whoami())  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ commits
     async def commit(

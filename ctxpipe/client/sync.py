@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 
+from ctxpipe.api.keys import ApiKey
 from ctxpipe.api.schemas import CommitStatus
 from ctxpipe.client import _calls as calls
 from ctxpipe.client._base import CommitFailedError, CtxApiError, Defaults, headers, raise_for
@@ -55,6 +56,10 @@ class CtxClient:
             raise CtxApiError(0, "unreachable", f"{type(exc).__name__}: {exc}") from exc
         raise_for(resp)
         return call.parse(resp.json())
+
+    def whoami(self) -> ApiKey:
+        """The key's account, bound user or agent, and scopes."""
+        return self._run(calls.whoami())  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ commits
     def commit(

@@ -79,3 +79,31 @@ def api_world(
     app = create_app(settings, service, key_store=store)
     with TestClient(app, raise_server_exceptions=False) as client:
         yield ApiWorld(settings, service, client, store)
+
+
+@contextmanager
+def served(world: ApiWorld) -> Iterator[str]:
+    """The world's app on a real uvicorn server in a thread; yields its base URL."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from ctxpipe.storage.netutil import free_port
+
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(world.client.app, host="127.0.0.1", port=port, log_level="warning",
+                       lifespan="off")
+    )  # fmt: skip
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

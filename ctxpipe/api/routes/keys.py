@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Depends, Path, Request
 
-from ctxpipe.api.auth import AdminKey
+from ctxpipe.api.auth import AdminKey, authenticate
 from ctxpipe.api.errors import ApiError, ErrorResponse
 from ctxpipe.api.keys import ApiKey, CreatedKey, KeySpec, KeyStore
 from ctxpipe.api.schemas import KeyIn
@@ -17,6 +17,12 @@ _ERRORS = {s: {"model": ErrorResponse} for s in (400, 401, 403, 404, 422, 429, 5
 
 def _store(request: Request) -> KeyStore:
     return request.app.state.keys  # type: ignore[no-any-return]
+
+
+@router.get("/self", response_model=ApiKey, responses=_ERRORS)
+def whoami(key: ApiKey = Depends(authenticate)) -> ApiKey:
+    """The calling key: its account, the user or agent it is bound to, its scopes."""
+    return key
 
 
 @router.post("", status_code=201, response_model=CreatedKey, responses=_ERRORS)

@@ -6,6 +6,7 @@ Celery (the CeleryDispatcher, imported lazily like the other CLI commands do).""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,11 +45,22 @@ def warm(service: Any) -> None:
     threading.Thread(target=load, name="ctxpipe-api-warm", daemon=True).start()
 
 
+def _one_torch_thread() -> None:
+    threads = int(os.environ.get("OMP_NUM_THREADS") or 1)
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+
+
 def app_factory() -> Any:
     """The ASGI app of one API process (uvicorn calls this in every worker)."""
     from ctxpipe.api import create_app
 
     cfg = settings()
+    _one_torch_thread()
     service = celery_service(cfg)
     warm(service)
     return create_app(cfg, service)
@@ -66,6 +78,10 @@ def serve_cmd(
     import uvicorn
 
     cfg = settings()
+    # Requests run on a pool of threads: one torch thread each (OpenMP teams per calling
+    # thread would oversubscribe the cores); parallelism comes from requests and --workers.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
     uvicorn.run(
         "ctxpipe.cli.api_cmds:app_factory",
         factory=True,

@@ -32,7 +32,8 @@ unit: $(STAMP)
 
 # The main job on the embedded default: start the local stack (PostgreSQL + pgvector, Redis,
 # Celery workers, beat, Flower), commit every examples/*.json through Celery, show the memory
-# tree and the outbox. The stack keeps running: `$(BIN)/ctxpipe dev down` stops it.
+# tree and the outbox, then start the HTTP API and commit + find one session through the Python
+# client. The stack keeps running: `$(BIN)/ctxpipe dev down` stops it (the API: var/api.pid).
 demo: export HF_HUB_OFFLINE := 1
 demo: export TRANSFORMERS_OFFLINE := 1
 demo: $(STAMP)
@@ -40,6 +41,7 @@ demo: $(STAMP)
 	$(BIN)/ctxpipe db migrate
 	$(BIN)/ctxpipe demo
 	$(BIN)/ctxpipe search "how was the Airflow DAG fixed?" -a acme -u alice --agent helper
+	$(BIN)/python examples/api_demo.py
 
 # No memory lost under faults: >= 200 LoCoMo sessions through a dev stack while worker nodes are
 # SIGKILLed, Redis restarts (once with its data deleted) and PostgreSQL stops; the FS is then

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
@@ -28,8 +28,13 @@ class CommitView(BaseModel):
     """What a producer can learn about a commit it submitted."""
 
     commit_id: str
+    account_id: str = ""
+    user_id: str = ""
+    agent_id: str = ""
+    session_id: str = ""
     phase: str
     status: str | None = None
+    extractors: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
     error_phase: str | None = None
     result: CommitResult | None = None
@@ -58,9 +63,21 @@ class InlineDispatcher:
         self._views: dict[str, CommitView] = {}
 
     def submit(self, req: CommitRequest) -> str:
+        who = req.ctx.model_dump(include={"account_id", "user_id", "agent_id", "session_id"})
+        known = self._views.get(req.commit_id)
+        if known is not None:
+            # a commit id is an idempotency key, as in the ledger of the Celery dispatcher
+            mine = known.model_dump(include={"account_id", "user_id", "agent_id", "session_id"})
+            if mine != who:
+                from ctxpipe.commit.steps import CommitIdConflictError
+
+                raise CommitIdConflictError(req.commit_id)
+            if known.phase != "failed":
+                return req.commit_id
         try:
             result = self._coordinator.commit_sync(req)
             self._views[req.commit_id] = CommitView(
+                **who,
                 commit_id=req.commit_id,
                 phase="registered",
                 status=result.status.value,
@@ -68,6 +85,7 @@ class InlineDispatcher:
             )
         except CommitError as exc:
             self._views[req.commit_id] = CommitView(
+                **who,
                 commit_id=req.commit_id,
                 phase="failed",
                 status="failed",
@@ -253,3 +271,10 @@ class ContextEngineService:
     def graph(self, uri: str, ctx: RequestContext, depth: int = 1) -> list[GraphNeighbour]:
         """Nodes within `depth` relation hops (both directions), scored 1/(1+distance)."""
         return self.read_path.graph(uri, ctx, depth)
+
+    # -------------------------------------------------------------- removal
+    def remove(self, uri: str, ctx: RequestContext) -> bool:
+        """Remove one memory of `ctx`'s own user (FS + index); False when it did not exist."""
+        from ctxpipe.maintenance.removal import remove_memory
+
+        return remove_memory(self.runtime, uri, ctx)

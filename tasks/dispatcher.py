@@ -8,14 +8,14 @@ from redis.exceptions import RedisError
 from ctxpipe.commit.backlog import broker_backlog_gate
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.config import Settings
-from ctxpipe.core.errors import CtxError
+from ctxpipe.core.errors import UnavailableError
 from ctxpipe.core.models import CommitResult
 from ctxpipe.service import CommitNotFoundError, CommitView
 from ctxpipe.storage.commit_ledger import CommitLedger
 from ctxpipe.storage.db import Database
 
 
-class BrokerUnavailableError(CtxError):
+class BrokerUnavailableError(UnavailableError):
     def __init__(self, commit_id: str, exc: BaseException) -> None:
         super().__init__(
             f"commit {commit_id} is recorded but could not be enqueued (broker unreachable: "
@@ -54,8 +54,13 @@ class CeleryDispatcher:
             raise CommitNotFoundError(commit_id)
         return CommitView(
             commit_id=commit_id,
+            account_id=row.account_id,
+            user_id=row.user_id,
+            agent_id=row.agent_id,
+            session_id=row.session_id,
             phase=row.phase,
             status=row.status,
+            extractors=row.extractors,
             error=row.error,
             error_phase=row.error_phase,
             result=CommitResult.model_validate(row.result) if row.result else None,

@@ -16,6 +16,7 @@ _COMMAND_MODULES = (
     "index_cmds",
     "retrieval_cmds",
     "maintenance_cmds",
+    "api_cmds",
 )
 
 for _name in _COMMAND_MODULES:

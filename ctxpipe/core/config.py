@@ -149,6 +149,23 @@ class Settings(BaseSettings):
     repair_interval_s: float = Field(300.0, gt=0)
     retention_interval_s: float = Field(3600.0, gt=0)
 
+    # HTTP API and MCP server (ctxpipe.api, ctxpipe.mcp_server)
+    api_host: str = Field("127.0.0.1", description="address `ctxpipe serve` binds")
+    api_port: int = Field(8080, ge=1, le=65535)
+    api_workers: int = Field(1, ge=1, le=64, description="uvicorn worker processes")
+    api_max_body_bytes: int = Field(
+        8_000_000, ge=1024, description="larger request bodies are refused with 413"
+    )
+    api_rate_limit: str = Field(
+        "600/minute",
+        description="per-key request limit (`N/second|minute|hour`, shared through Redis; "
+        "empty: no limit)",
+    )
+    api_key_cache_s: float = Field(
+        5.0, ge=0.0, le=300.0, description="how long a process trusts a key row it read"
+    )
+    api_url: str = Field("http://127.0.0.1:8080", description="where clients reach the API")
+
     # local stack
     var_dir: Path = Field(Path("var"), description="state directory of `ctxpipe dev`")
     flower_port: int = Field(5555, ge=1, le=65535)

@@ -75,3 +75,7 @@ class TenancyError(CtxError, PermissionError):
 
 class FilesystemUnavailableError(CtxError):
     """The ContextFS cannot take writes (full, below its free-space floor, or read-only)."""
+
+
+class UnavailableError(CtxError):
+    """A store or the broker the request needs cannot be reached right now (retry later)."""

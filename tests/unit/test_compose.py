@@ -69,6 +69,7 @@ SERVICES = {
     *(f"worker-{r}" for r in WORKER_ROLES),
     "beat",
     "flower",
+    "api",
 }
 
 
@@ -139,6 +140,19 @@ def test_compose_beat_and_flower() -> None:
     assert env["FLOWER_ADDRESS"] == "0.0.0.0" and env["CTXPIPE_FLOWER_PORT"] == "5555"
     assert [p["target"] for p in flower["ports"]] == [5555]
     assert "healthcheck" in flower
+
+
+def test_compose_api_is_the_only_public_entry() -> None:
+    services = compose_json(COMPOSE_FILE)["services"]
+    api = services["api"]
+    assert api["command"] == ["ops/run-api.sh"]
+    assert api["environment"]["CTXPIPE_API_HOST"] == "0.0.0.0"
+    assert [p["target"] for p in api["ports"]] == [8080]
+    assert ("ctxfs", "/data/fs") in {(v["source"], v["target"]) for v in api["volumes"]}
+    assert api["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert "healthcheck" in api
+    # the FS and the databases stay private: no published port
+    assert not services["postgres"].get("ports") and not services["redis"].get("ports")
 
 
 # ---------------------------------------------------------------------- ops/ launchers
@@ -219,6 +233,11 @@ def test_run_beat_and_flower(tmp_path: Path) -> None:
     assert auth.startswith("ops:s3cret")
     code, argv, err = run_ops(tmp_path, "run-flower.sh", CTXPIPE_FLOWER_USER="a:b")
     assert code == 2 and not argv and "basic auth" in err
+
+
+def test_run_api(tmp_path: Path) -> None:
+    code, argv, _ = run_ops(tmp_path, "run-api.sh", "--port", "9000")
+    assert code == 0 and argv == ["-m", "ctxpipe", "serve", "--port", "9000"]
 
 
 def _setting_env_names() -> set[str]:

@@ -1,0 +1,88 @@
+"""The FastAPI app over `ContextEngineService` (no business logic here: every route calls the
+service). The composition root (``ctxpipe serve``) hands it a service whose commits go through
+Celery; tests may hand it one that commits in process."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+from ctxpipe.api.errors import install_error_handlers
+from ctxpipe.api.keys import KeyStore
+from ctxpipe.api.metrics import ApiMetrics, PipelineCollector
+from ctxpipe.api.middleware import BodyLimitMiddleware, MetricsMiddleware
+from ctxpipe.api.ratelimit import KeyRateLimiter
+from ctxpipe.api.routes import commits, keys, ops, read
+from ctxpipe.core.config import Settings
+from ctxpipe.service import ContextEngineService
+
+log = logging.getLogger("ctxpipe.api")
+
+DESCRIPTION = """\
+The agent-facing API of ctxpipe. Every `/v1` request carries an API key
+(`Authorization: Bearer ctx_…`, made with `ctxpipe keys create`): the key decides the account,
+and when it is bound to a user or agent, the user or agent. Errors are
+`{"error": {"code", "message", "details"}}`.
+"""
+
+
+def create_app(
+    settings: Settings,
+    service: ContextEngineService,
+    *,
+    key_store: KeyStore | None = None,
+    probes: dict[str, Callable[[], None]] | None = None,
+    close_service: bool = True,
+) -> FastAPI:
+    """The app. `service` is closed on shutdown unless `close_service` is False."""
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> Any:
+        try:
+            yield
+        finally:
+            if close_service:
+                service.close()
+
+    app = FastAPI(
+        title="ctxpipe",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    runtime = service.runtime
+    app.state.settings = settings
+    app.state.service = service
+    app.state.keys = key_store or KeyStore(
+        runtime.db, schema=settings.db_schema, cache_s=settings.api_key_cache_s
+    )
+    app.state.limiter = KeyRateLimiter(settings.api_rate_limit, settings.redis_url)
+    app.state.probes = probes if probes is not None else ops.default_probes(settings)
+
+    metrics = ApiMetrics()
+    from ctxpipe.storage.commit_ledger import CommitLedger
+
+    ledger = CommitLedger(runtime.db, schema=settings.db_schema)
+    metrics.add_pipeline(
+        PipelineCollector(
+            ledger.counts_by_phase,
+            lambda: runtime.outbox.counts(),
+            lambda: runtime.outbox.oldest_pending_age_s(),
+        )
+    )
+    app.state.metrics = metrics
+
+    install_error_handlers(app)
+    for router in (ops.router, commits.router, read.router, keys.router):
+        app.include_router(router)
+    # outermost first: the histogram sees every response, 413s included
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.api_max_body_bytes)
+    app.add_middleware(MetricsMiddleware, histogram=metrics.latency)
+    return app
+
+
+__all__ = ["create_app"]

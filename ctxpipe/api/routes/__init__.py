@@ -1,0 +1,1 @@
+"""The /v1 routes, by area."""

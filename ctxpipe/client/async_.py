@@ -1,0 +1,178 @@
+"""`AsyncCtxClient`: the asyncio client of the ctxpipe API (httpx)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+
+from ctxpipe.api.keys import ApiKey
+from ctxpipe.api.schemas import CommitStatus
+from ctxpipe.client import _calls as calls
+from ctxpipe.client._base import CommitFailedError, CtxApiError, Defaults, headers, raise_for
+from ctxpipe.core.models import CommitOptions, NodeStat, NodeSummary, RelationEdge
+from ctxpipe.core.session import Message
+from ctxpipe.retrieval import ContextResult, FindResult, SearchResult
+
+Msgs = list[Message] | list[dict[str, Any]]
+
+
+class AsyncCtxClient:
+    """``AsyncCtxClient(url, api_key, user_id=…)``: commit, wait, find, search, build_context, read.
+
+    `user_id`/`agent_id`/`session_id` are defaults each call may override (a key bound to a
+    user or agent fixes those)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.defaults = Defaults(user_id, agent_id, session_id)
+        self._http = httpx.AsyncClient(
+            base_url=base_url, headers=headers(api_key), timeout=timeout, transport=transport
+        )
+
+    async def __aenter__(self) -> AsyncCtxClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _run(self, call: calls.Call) -> Any:
+        try:
+            resp = await self._http.request(
+                call.method, call.path, params=call.params, json=call.body
+            )
+        except httpx.HTTPError as exc:
+            raise CtxApiError(0, "unreachable", f"{type(exc).__name__}: {exc}") from exc
+        raise_for(resp)
+        return call.parse(resp.json())
+
+    async def whoami(self) -> ApiKey:
+        """The key's account, bound user or agent, and scopes."""
+        return await self._run(calls.whoami())  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------ commits
+    async def commit(
+        self,
+        messages: Msgs,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        commit_id: str | None = None,
+        used_contexts: list[str] | None = None,
+        used_tools: list[dict[str, Any]] | None = None,
+        options: CommitOptions | None = None,
+    ) -> str:
+        """Submit a session; returns its commit id at once (the commit runs on the workers)."""
+        who = self.defaults.who(user_id, agent_id, session_id)
+        return await self._run(  # type: ignore[no-any-return]
+            calls.commit(
+                who,
+                messages,
+                commit_id=commit_id,
+                used_contexts=used_contexts,
+                used_tools=used_tools,
+                options=options,
+            )
+        )
+
+    async def get_commit(self, commit_id: str) -> CommitStatus:
+        return await self._run(calls.get_commit(commit_id))  # type: ignore[no-any-return]
+
+    async def wait(
+        self, commit_id: str, timeout: float = 120.0, poll_s: float = 0.2
+    ) -> CommitStatus:
+        """Poll until the commit finished; `CommitFailedError` if it failed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            st = await self.get_commit(commit_id)
+            if st.finished:
+                if st.result is None:
+                    raise CommitFailedError(st)
+                return st
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"commit {commit_id} not finished after {timeout:.0f}s")
+            await asyncio.sleep(poll_s)
+
+    # ---------------------------------------------------------------- read path
+    async def find(
+        self,
+        query: str,
+        top_k: int = 10,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        **filters: Any,
+    ) -> FindResult:
+        """`filters`: scopes, categories, context_types, min_score, tags."""
+        who = self.defaults.who(user_id, agent_id, session_id)
+        return await self._run(calls.find(who, query, top_k, **filters))  # type: ignore[no-any-return]
+
+    async def search(
+        self,
+        query: str,
+        recent: Msgs | None = None,
+        *,
+        scopes: list[str] | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> SearchResult:
+        who = self.defaults.who(user_id, agent_id, session_id)
+        return await self._run(calls.search(who, query, recent, scopes))  # type: ignore[no-any-return]
+
+    async def build_context(
+        self,
+        query: str,
+        messages: Msgs | None = None,
+        budget: int | None = None,
+        profile: str = "default",
+        *,
+        system_prompt: str = "",
+        incremental: bool = True,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> ContextResult:
+        who = self.defaults.who(user_id, agent_id, session_id)
+        call = calls.build_context(
+            who, query, messages, budget, profile, system_prompt, incremental
+        )
+        return await self._run(call)  # type: ignore[no-any-return]
+
+    async def read(self, uri: str, level: int = 2, **who: str) -> str:
+        return await self._run(calls.read(self._who(who), uri, level))  # type: ignore[no-any-return]
+
+    async def ls(self, uri: str, **who: str) -> list[NodeSummary]:
+        return await self._run(calls.ls(self._who(who), uri))  # type: ignore[no-any-return]
+
+    async def tree(self, uri: str, depth: int = 3, **who: str) -> list[NodeSummary]:
+        return await self._run(calls.tree(self._who(who), uri, depth))  # type: ignore[no-any-return]
+
+    async def stat(self, uri: str, **who: str) -> NodeStat:
+        return await self._run(calls.stat(self._who(who), uri))  # type: ignore[no-any-return]
+
+    async def relations(self, uri: str, **who: str) -> list[RelationEdge]:
+        return await self._run(calls.relations(self._who(who), uri))  # type: ignore[no-any-return]
+
+    async def remove(self, uri: str, **who: str) -> bool:
+        """Remove one memory of the acting user; False when it did not exist."""
+        return await self._run(calls.remove(self._who(who), uri))  # type: ignore[no-any-return]
+
+    def _who(self, who: dict[str, str]) -> dict[str, str]:
+        return self.defaults.who(who.get("user_id"), who.get("agent_id"), who.get("session_id"))

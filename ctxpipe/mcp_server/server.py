@@ -1,0 +1,153 @@
+"""MCP tools an agent needs: find, search, build_context, read, commit_session.
+
+Every tool call goes through the HTTP API with the caller's key, so the keys, scopes and
+tenancy rules are the API's own (nothing is decided here). The key is the `Authorization:
+Bearer` (or `X-API-Key`) header of the MCP HTTP request when there is one (streamable HTTP),
+else the key the server was started with (stdio: ``CTXPIPE_API_KEY``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from ctxpipe.client import AsyncCtxClient, CtxApiError
+
+INSTRUCTIONS = (
+    "ctxpipe is the long-term memory of this agent. Call build_context (or find) before "
+    "answering with what is known about the user; call commit_session with the conversation "
+    "when a session ends so its memories are extracted."
+)
+
+
+def _key_from(headers: Mapping[str, str] | None) -> str | None:
+    if not headers:
+        return None
+    lower = {k.lower(): v for k, v in headers.items()}
+    auth = lower.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip() or None
+    return lower.get("x-api-key") or None
+
+
+def build_server(
+    api_url: str,
+    api_key: str | None = None,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> MCPServer:
+    """An MCP server whose tools call the API at `api_url` (`transport`: tests)."""
+    server = MCPServer("ctxpipe", instructions=INSTRUCTIONS)
+
+    def client(ctx: Context, who: dict[str, str | None]) -> AsyncCtxClient:
+        headers: Mapping[str, str] | None
+        try:
+            headers = ctx.headers
+        except ValueError:
+            headers = None
+        key = _key_from(headers) or api_key
+        if not key:
+            raise ToolError("401 unauthorized: no API key (Authorization: Bearer <key>)")
+        return AsyncCtxClient(api_url, key, transport=transport, **who)  # type: ignore[arg-type]
+
+    async def run(ctx: Context, who: dict[str, str | None], fn: Any) -> Any:
+        async with client(ctx, who) as c:
+            try:
+                return await fn(c)
+            except CtxApiError as exc:
+                raise ToolError(str(exc)) from None
+
+    @server.tool()
+    async def find(
+        query: str,
+        ctx: Context,
+        top_k: int = 10,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Hybrid find over the user's memories, the agent's and the user's sessions."""
+        who = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
+        res = await run(ctx, who, lambda c: c.find(query, top_k))
+        hits = [h.model_dump(mode="json", include=_HIT) for h in res.hits]
+        return {"query": query, "hits": hits}
+
+    @server.tool()
+    async def search(
+        query: str,
+        ctx: Context,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Intent analysis into typed queries, then hierarchical retrieval for each."""
+        who = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
+        res = await run(ctx, who, lambda c: c.search(query))
+        return {
+            "query": query,
+            "reasoning": res.reasoning,
+            "hits": [h.model_dump(mode="json", include=_HIT) for h in res.hits],
+        }
+
+    @server.tool()
+    async def build_context(
+        query: str,
+        ctx: Context,
+        budget: int = 2000,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """A prompt context of at most `budget` tokens for the query (incremental per
+        session)."""
+        who = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
+        res = await run(ctx, who, lambda c: c.build_context(query, budget=budget))
+        return {"text": res.text, "total_tokens": res.total_tokens, "cited": res.cited_refs}
+
+    @server.tool()
+    async def read(
+        uri: str,
+        ctx: Context,
+        level: int = 2,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """One level of a node (0 = one line, 1 = overview, 2 = full content)."""
+        who = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
+        text = await run(ctx, who, lambda c: c.read(uri, level))
+        return {"uri": uri, "level": level, "text": text}
+
+    @server.tool()
+    async def commit_session(
+        session_id: str,
+        messages: list[dict[str, Any]],
+        ctx: Context,
+        commit_id: str | None = None,
+        wait: bool = False,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Commit a session (messages: id, role, content[, created_at]) so its memories are
+        extracted; `wait` returns once the commit finished."""
+        who = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
+
+        async def go(c: AsyncCtxClient) -> dict[str, Any]:
+            cid = await c.commit(messages, commit_id=commit_id)
+            if not wait:
+                return {"commit_id": cid, "phase": "enqueued"}
+            st = await c.wait(cid)
+            return {"commit_id": cid, "phase": st.phase, "status": st.status}
+
+        return await run(ctx, who, go)  # type: ignore[no-any-return]
+
+    return server
+
+
+_HIT = {"uri", "score", "context_type", "category", "text", "source_refs"}
+
+__all__ = ["build_server"]

@@ -1,0 +1,108 @@
+"""The MCP server through the SDK's own client: it lists the five tools and calls each one;
+the key decides what they see, as on the HTTP API."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from api_world import ApiWorld, api_world
+from mcp import Client
+
+from ctxpipe.mcp_server import build_server
+
+MESSAGES = [
+    {"id": "m1", "role": "user", "content": "I adopted a golden retriever puppy named Biscuit."},
+    {"id": "m2", "role": "assistant", "content": "Congratulations!"},
+    {"id": "m3", "role": "user", "content": "I live in Lisbon and I prefer tea over coffee."},
+]
+
+
+@pytest.fixture(scope="module")
+def world(
+    pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ApiWorld]:
+    root: Path = tmp_path_factory.mktemp("mcp")
+    with api_world(pg_url, redis_url, root, "rt_mcp") as w:
+        yield w
+
+
+def server_for(world: ApiWorld, key: str):  # type: ignore[no-untyped-def]
+    transport = httpx.ASGITransport(app=world.client.app)
+    return build_server("http://api", key, transport=transport)
+
+
+def call(world: ApiWorld, key: str, steps: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    async def go() -> list[Any]:
+        out = []
+        async with Client(server_for(world, key)) as client:
+            tools = await client.list_tools()
+            out.append(sorted(t.name for t in tools.tools))
+            for name, args in steps:
+                if name == "reindex":
+                    world.reindex()
+                    continue
+                res = await client.call_tool(name, args)
+                out.append((res.is_error, res.structured_content, res.content))
+        return out
+
+    return anyio.run(go)
+
+
+def test_tools_are_listed_and_each_one_works(world: ApiWorld) -> None:
+    key = world.key(
+        "acme",
+        "read,commit",
+        user="ann",
+    )
+    out = call(
+        world,
+        key,
+        [
+            ("commit_session", {"session_id": "mcp-s1", "messages": MESSAGES, "wait": True,
+                                "commit_id": "mcp-c1"}),
+            ("reindex", {}),
+            ("find", {"query": "What is the dog called?", "top_k": 5}),
+            ("search", {"query": "Where does ann live?"}),
+            ("build_context", {"query": "dog and drinks", "budget": 400, "session_id": "q"}),
+        ],
+    )  # fmt: skip
+    assert out[0] == ["build_context", "commit_session", "find", "read", "search"]
+    err, committed, _ = out[1]
+    assert not err and committed["commit_id"] == "mcp-c1" and committed["status"] == "success"
+    err, found, _ = out[2]
+    assert not err and any("Biscuit" in h["text"] for h in found["hits"])
+    assert all(h["uri"].startswith("ctx://acme/") for h in found["hits"])
+    err, searched, _ = out[3]
+    assert not err and searched["hits"]
+    err, built, _ = out[4]
+    assert not err and "Biscuit" in built["text"] and built["total_tokens"] <= 400
+
+    uri = next(h["uri"] for h in found["hits"] if "/users/ann/memories/" in h["uri"])
+    (_, (err, read, _)) = call(world, key, [("read", {"uri": uri, "level": 2})])
+    assert not err and read["text"]
+
+
+def test_the_key_rules_hold_through_mcp(world: ApiWorld) -> None:
+    bob = world.key("acme", "read", user="bob")
+    (_, found, denied, commit) = call(
+        world,
+        bob,
+        [
+            ("find", {"query": "Biscuit the dog"}),
+            ("read", {"uri": "ctx://acme/users/ann/", "level": 0}),
+            ("commit_session", {"session_id": "b1", "messages": MESSAGES}),
+        ],
+    )
+    assert not found[0] and all("/users/ann/" not in h["uri"] for h in found[1]["hits"])
+    assert denied[0] and "403" in json.dumps([c.model_dump() for c in denied[2]])
+    assert commit[0] and "lacks the 'commit' scope" in json.dumps(
+        [c.model_dump() for c in commit[2]]
+    )
+    (_, bad) = call(world, "ctx_0000000000000000_" + "x" * 40, [("find", {"query": "x"})])
+    assert bad[0] and "401" in json.dumps([c.model_dump() for c in bad[2]])

@@ -4,19 +4,28 @@ it out of the index replica."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from ctxpipe.core.config import Settings
 from ctxpipe.core.enums import OutboxEventType
 from ctxpipe.core.models import OutboxEvent
 from ctxpipe.core.session import RequestContext
+from ctxpipe.fs import ContextFS
 from ctxpipe.fs.history import NodeChange
 from ctxpipe.retrieval.access import OwnerAccessError, check_readable
 
-if TYPE_CHECKING:
-    from ctxpipe.runtime import Runtime
+
+class RemovalParts(Protocol):
+    """What a removal needs of the runtime (typed here: `maintenance` sits below `runtime`)."""
+
+    settings: Settings
+    fs: ContextFS
+    lock: Any
+    outbox: Any
+    use_database: bool
 
 
-def remove_memory(rt: Runtime, uri: str, ctx: RequestContext, reason: str = "") -> bool:
+def remove_memory(rt: RemovalParts, uri: str, ctx: RequestContext, reason: str = "") -> bool:
     """Remove the memory node `uri` of `ctx`'s own user space; False when there is none.
 
     Only ``users/{ctx.user_id}/…`` below the space root can be removed this way (another

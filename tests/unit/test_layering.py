@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[2] / "ctxpipe"
+DOC = PKG.parent / "docs" / "ARCHITECTURE.md"
 
 # DESIGN §2: core ← fs/providers/storage ← extraction/commit/index/retrieval/maintenance ←
 # service/runtime ← the edges. A module may import from its own floor or any floor below.
@@ -200,3 +202,14 @@ def test_no_packages_import_each_other_in_a_circle() -> None:
             package_of(d) for d in deps if package_of(d) != package_of(mod)
         )
     assert cycles(packages) == []
+
+
+def test_the_architecture_doc_states_these_floors() -> None:
+    """docs/ARCHITECTURE.md's table of floors names every package, on its floor here."""
+    stated: dict[str, int] = {}
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) > 2 and cells[0].isdigit():
+            stated.update(dict.fromkeys(re.findall(r"`([^`]+)`", cells[1]), int(cells[0])))
+    present = {package_of(m) for m in ctxpipe_graph()} - {""}
+    assert stated == {p: FLOORS[p] for p in present}

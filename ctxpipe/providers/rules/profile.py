@@ -20,7 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ctxpipe.providers.rules.changes import life_facts
-from ctxpipe.providers.rules.facts import Fact, attribute_conflict, render_lines, synthesize
+from ctxpipe.providers.rules.facts import (
+    Fact,
+    attribute_conflict,
+    attribute_of,
+    render_lines,
+    synthesize,
+)
 from ctxpipe.providers.rules.inputs import Msg, load_messages
 from ctxpipe.providers.rules.patterns import (
     NAME,
@@ -326,6 +332,8 @@ def _supersede_within_session(facts: list[Fact]) -> None:
     """A later fact of the same single-valued attribute (in the order the user said them)
     replaces an earlier one: "lives in Berlin" … "lives in Munich"."""
     for i, old in enumerate(facts):
+        if attribute_of(old.predicate) is None:  # multi-valued facts accumulate
+            continue
         for new in facts[i + 1 :]:
             if new.obj.lower() != old.obj.lower() and attribute_conflict(old, new):
                 old.superseded = f"later in the session: {new.text}"

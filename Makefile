@@ -54,6 +54,7 @@ chaos: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 clean:
 	rm -rf .pytest_cache .ruff_cache

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Protocol
+from functools import cached_property
+from typing import Any, Protocol, TypedDict, Unpack
 
 from pydantic import BaseModel, Field
 
@@ -101,6 +102,15 @@ class InlineDispatcher:
             raise CommitNotFoundError(commit_id) from None
 
 
+class CommitExtras(TypedDict, total=False):
+    """What a commit carries besides its session and messages (see `CommitRequest`)."""
+
+    used_contexts: list[str] | None
+    used_tools: list[ToolUse] | list[dict] | None
+    options: CommitOptions | None
+    commit_id: str | None
+
+
 class ContextEngineService:
     def __init__(self, runtime: Runtime, dispatcher: CommitDispatcher | None = None) -> None:
         self.runtime = runtime
@@ -133,16 +143,23 @@ class ContextEngineService:
         return await self.coordinator.commit(req)
 
     def commit_session_sync(
-        self, ctx: RequestContext, messages: list[Message] | list[dict], **kwargs: object
+        self,
+        ctx: RequestContext,
+        messages: list[Message] | list[dict],
+        **extra: Unpack[CommitExtras],
     ) -> CommitResult:
-        req = self.build_request(ctx, messages, **kwargs)  # type: ignore[arg-type]
+        """Run the whole pipeline in this process (blocking) and return its result."""
+        req = self.build_request(ctx, messages, **extra)
         return asyncio.run(self.commit_session_async(req))
 
     def commit_session(
-        self, ctx: RequestContext, messages: list[Message] | list[dict], **kwargs: object
+        self,
+        ctx: RequestContext,
+        messages: list[Message] | list[dict],
+        **extra: Unpack[CommitExtras],
     ) -> str:
         """Submit a commit through the dispatcher; returns its commit id."""
-        req = self.build_request(ctx, messages, **kwargs)  # type: ignore[arg-type]
+        req = self.build_request(ctx, messages, **extra)
         return self.dispatcher.submit(req)
 
     def submit(self, session: SessionInput, options: CommitOptions | None = None) -> str:
@@ -166,7 +183,7 @@ class ContextEngineService:
             time.sleep(poll_s)
 
     def close(self) -> None:
-        rp = self.__dict__.get("_read_path")
+        rp = self.__dict__.get("read_path")  # only when it was built
         if rp is not None:
             rp.recall_stats.flush()  # recalls are recorded in the background
         closer = getattr(self.dispatcher, "close", None)
@@ -175,13 +192,10 @@ class ContextEngineService:
         self.runtime.close()
 
     # -------------------------------------------------------------- read path
-    @property
+    @cached_property
     def read_path(self) -> ReadPath:
         """The read side (built on first use: it needs the index replica and the model)."""
-        rp = self.__dict__.get("_read_path")
-        if rp is None:
-            rp = self.__dict__["_read_path"] = ReadPath.from_runtime(self.runtime)
-        return rp
+        return ReadPath.from_runtime(self.runtime)
 
     def find(
         self,

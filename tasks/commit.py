@@ -32,13 +32,13 @@ class CommitTask(Task):
     reject_on_worker_lost = True
 
     @property
-    def settings(self):  # type: ignore[no-untyped-def]
+    def settings(self):
         return self.app.conf.ctxpipe_settings
 
-    def components(self):  # type: ignore[no-untyped-def]
+    def components(self):
         return context.runtime(self.settings).components()
 
-    def ledger(self):  # type: ignore[no-untyped-def]
+    def ledger(self):
         return context.ledger(self.settings)
 
     def guard(self, commit_id: str) -> None:
@@ -64,7 +64,7 @@ class CommitTask(Task):
             raise
 
 
-def _task(name: str, **kw: Any):  # type: ignore[no-untyped-def]
+def _task(name: str, **kw: Any):
     return app.task(name=name, base=CommitTask, bind=True, **kw)
 
 
@@ -74,7 +74,7 @@ def archive(self: CommitTask, commit_id: str) -> dict[str, Any]:
     return steps.archive_step(self.components(), self.ledger(), commit_id)
 
 
-def _make_extract(name: str, task_name: str):  # type: ignore[no-untyped-def]
+def _make_extract(name: str, task_name: str):
     @_task(task_name)
     def extract(self: CommitTask, commit_id: str) -> dict[str, Any]:
         self.guard(commit_id)

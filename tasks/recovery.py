@@ -123,7 +123,7 @@ def _parent_client() -> redis.Redis:
         settings: Settings = app.conf.ctxpipe_settings
         client = redis.Redis.from_url(settings.redis_url, socket_timeout=5)
         _node["client"] = client
-    return client  # type: ignore[no-any-return]
+    return client
 
 
 @task_postrun.connect

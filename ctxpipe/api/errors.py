@@ -6,6 +6,7 @@ servers behind the API, the log has the cause)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -61,6 +62,11 @@ class ErrorResponse(BaseModel):
     error: ErrorBody
 
 
+def documented_errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The `responses=` of a route: each status it can answer with, in the one error shape."""
+    return {s: {"model": ErrorResponse} for s in statuses}
+
+
 class ApiError(Exception):
     """An error the API raises itself (auth, scopes, tenancy at the boundary, limits)."""
 
@@ -85,7 +91,7 @@ def error_response(
     message: str,
     code: str | None = None,
     details: dict[str, Any] | None = None,
-    headers: dict[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     body = ErrorResponse(
         error=ErrorBody(
@@ -99,7 +105,7 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def _validation_details(errors: list[Any]) -> dict[str, Any]:
+def _validation_details(errors: Sequence[Any]) -> dict[str, Any]:
     out = []
     for e in errors[:20]:
         out.append(

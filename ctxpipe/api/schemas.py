@@ -27,7 +27,7 @@ class Identity(BaseModel):
 
 
 class CommitIn(Identity):
-    session_id: str = Field(max_length=128)  # type: ignore[assignment]
+    session_id: str = Field(max_length=128)
     messages: list[Message] = Field(min_length=1)
     used_contexts: list[str] = Field(default_factory=list)
     used_tools: list[ToolUse] = Field(default_factory=list)

@@ -58,8 +58,8 @@ def print_result(result: CommitResult) -> None:
             "!" if w.error else {"create": "+", "merge": "~", "skip": "="}.get(w.action.value, "*")
         )
         console.print(f"  {mark} {w.uri} v{w.node_version}" + (f"  {w.error}" if w.error else ""))
-    for w in result.warnings:
-        console.print(f"  [yellow]warning:[/] {w}")
+    for warning in result.warnings:
+        console.print(f"  [yellow]warning:[/] {warning}")
     if result.reason:
         console.print(f"  reason: {result.reason}")
 

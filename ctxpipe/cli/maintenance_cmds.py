@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -35,7 +35,7 @@ def forget_cmd(
             if not sys.stdin.isatty():
                 fail(f"{len(doomed)} memories would be forgotten: pass --yes (or --dry-run)")
             typer.confirm(f"forget {len(doomed)} memories?", abort=True)
-        result = (
+        result: dict[str, Any] = (
             {"dry_run": True, "forgotten": [d.model_dump() for d in doomed]}
             if dry_run
             else forgetter.run()

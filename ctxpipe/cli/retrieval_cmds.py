@@ -50,10 +50,7 @@ def _service() -> Any:
 
 
 def _close(svc: Any) -> None:
-    rp = svc.__dict__.get("_read_path")
-    if rp is not None:
-        rp.recall_stats.flush()  # recalls are recorded in the background
-    svc.close()
+    svc.close()  # flushes the recall statistics recorded in the background
 
 
 def _refs(refs: list[str], limit: int = 4) -> str:

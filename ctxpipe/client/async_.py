@@ -62,7 +62,7 @@ class AsyncCtxClient:
 
     async def whoami(self) -> ApiKey:
         """The key's account, bound user or agent, and scopes."""
-        return await self._run(calls.whoami())  # type: ignore[no-any-return]
+        return await self._run(calls.whoami())
 
     # ------------------------------------------------------------------ commits
     async def commit(
@@ -79,7 +79,7 @@ class AsyncCtxClient:
     ) -> str:
         """Submit a session; returns its commit id at once (the commit runs on the workers)."""
         who = self.defaults.who(user_id, agent_id, session_id)
-        return await self._run(  # type: ignore[no-any-return]
+        return await self._run(
             calls.commit(
                 who,
                 messages,
@@ -91,7 +91,7 @@ class AsyncCtxClient:
         )
 
     async def get_commit(self, commit_id: str) -> CommitStatus:
-        return await self._run(calls.get_commit(commit_id))  # type: ignore[no-any-return]
+        return await self._run(calls.get_commit(commit_id))
 
     async def wait(
         self, commit_id: str, timeout: float = 120.0, poll_s: float = 0.2
@@ -121,7 +121,7 @@ class AsyncCtxClient:
     ) -> FindResult:
         """`filters`: scopes, categories, context_types, min_score, tags."""
         who = self.defaults.who(user_id, agent_id, session_id)
-        return await self._run(calls.find(who, query, top_k, **filters))  # type: ignore[no-any-return]
+        return await self._run(calls.find(who, query, top_k, **filters))
 
     async def search(
         self,
@@ -134,7 +134,7 @@ class AsyncCtxClient:
         session_id: str | None = None,
     ) -> SearchResult:
         who = self.defaults.who(user_id, agent_id, session_id)
-        return await self._run(calls.search(who, query, recent, scopes))  # type: ignore[no-any-return]
+        return await self._run(calls.search(who, query, recent, scopes))
 
     async def build_context(
         self,
@@ -153,26 +153,26 @@ class AsyncCtxClient:
         call = calls.build_context(
             who, query, messages, budget, profile, system_prompt, incremental
         )
-        return await self._run(call)  # type: ignore[no-any-return]
+        return await self._run(call)
 
     async def read(self, uri: str, level: int = 2, **who: str) -> str:
-        return await self._run(calls.read(self._who(who), uri, level))  # type: ignore[no-any-return]
+        return await self._run(calls.read(self._who(who), uri, level))
 
     async def ls(self, uri: str, **who: str) -> list[NodeSummary]:
-        return await self._run(calls.ls(self._who(who), uri))  # type: ignore[no-any-return]
+        return await self._run(calls.ls(self._who(who), uri))
 
     async def tree(self, uri: str, depth: int = 3, **who: str) -> list[NodeSummary]:
-        return await self._run(calls.tree(self._who(who), uri, depth))  # type: ignore[no-any-return]
+        return await self._run(calls.tree(self._who(who), uri, depth))
 
     async def stat(self, uri: str, **who: str) -> NodeStat:
-        return await self._run(calls.stat(self._who(who), uri))  # type: ignore[no-any-return]
+        return await self._run(calls.stat(self._who(who), uri))
 
     async def relations(self, uri: str, **who: str) -> list[RelationEdge]:
-        return await self._run(calls.relations(self._who(who), uri))  # type: ignore[no-any-return]
+        return await self._run(calls.relations(self._who(who), uri))
 
     async def remove(self, uri: str, **who: str) -> bool:
         """Remove one memory of the acting user; False when it did not exist."""
-        return await self._run(calls.remove(self._who(who), uri))  # type: ignore[no-any-return]
+        return await self._run(calls.remove(self._who(who), uri))
 
     def _who(self, who: dict[str, str]) -> dict[str, str]:
         return self.defaults.who(who.get("user_id"), who.get("agent_id"), who.get("session_id"))

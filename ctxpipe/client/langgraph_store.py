@@ -18,6 +18,7 @@ import hashlib
 import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import TypedDict
 
 from langgraph.store.base import (
     BaseStore,
@@ -35,6 +36,13 @@ from ctxpipe.client._base import CtxApiError
 from ctxpipe.client.sync import CtxClient
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class _Owner(TypedDict, total=False):
+    """The owner a namespace names: a user or an agent."""
+
+    user_id: str
+    agent_id: str
 
 
 class CtxStore(BaseStore):
@@ -59,7 +67,7 @@ class CtxStore(BaseStore):
             )
         return f"ctx://{self.account}/" + "/".join(namespace) + "/"
 
-    def _who(self, namespace: tuple[str, ...]) -> dict[str, str]:
+    def _who(self, namespace: tuple[str, ...]) -> _Owner:
         if namespace[0] == "users":
             return {"user_id": namespace[1]}
         return {"agent_id": namespace[1]}
@@ -80,7 +88,7 @@ class CtxStore(BaseStore):
             self._put(op)
             return None
         if isinstance(op, ListNamespacesOp):
-            spaces = [("users", self.user or ""), ("agents", self.agent)]
+            spaces: list[tuple[str, ...]] = [("users", self.user or ""), ("agents", self.agent)]
             return [s for s in spaces if s[1]][op.offset : op.offset + op.limit]
         raise TypeError(f"unsupported store operation {type(op).__name__}")
 

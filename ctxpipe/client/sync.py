@@ -59,7 +59,7 @@ class CtxClient:
 
     def whoami(self) -> ApiKey:
         """The key's account, bound user or agent, and scopes."""
-        return self._run(calls.whoami())  # type: ignore[no-any-return]
+        return self._run(calls.whoami())
 
     # ------------------------------------------------------------------ commits
     def commit(
@@ -76,7 +76,7 @@ class CtxClient:
     ) -> str:
         """Submit a session; returns its commit id at once (the commit runs on the workers)."""
         who = self.defaults.who(user_id, agent_id, session_id)
-        return self._run(  # type: ignore[no-any-return]
+        return self._run(
             calls.commit(
                 who,
                 messages,
@@ -88,7 +88,7 @@ class CtxClient:
         )
 
     def get_commit(self, commit_id: str) -> CommitStatus:
-        return self._run(calls.get_commit(commit_id))  # type: ignore[no-any-return]
+        return self._run(calls.get_commit(commit_id))
 
     def wait(self, commit_id: str, timeout: float = 120.0, poll_s: float = 0.2) -> CommitStatus:
         """Poll until the commit finished; `CommitFailedError` if it failed."""
@@ -116,7 +116,7 @@ class CtxClient:
     ) -> FindResult:
         """`filters`: scopes, categories, context_types, min_score, tags."""
         who = self.defaults.who(user_id, agent_id, session_id)
-        return self._run(calls.find(who, query, top_k, **filters))  # type: ignore[no-any-return]
+        return self._run(calls.find(who, query, top_k, **filters))
 
     def search(
         self,
@@ -129,7 +129,7 @@ class CtxClient:
         session_id: str | None = None,
     ) -> SearchResult:
         who = self.defaults.who(user_id, agent_id, session_id)
-        return self._run(calls.search(who, query, recent, scopes))  # type: ignore[no-any-return]
+        return self._run(calls.search(who, query, recent, scopes))
 
     def build_context(
         self,
@@ -148,26 +148,26 @@ class CtxClient:
         call = calls.build_context(
             who, query, messages, budget, profile, system_prompt, incremental
         )
-        return self._run(call)  # type: ignore[no-any-return]
+        return self._run(call)
 
     def read(self, uri: str, level: int = 2, **who: str) -> str:
-        return self._run(calls.read(self._who(who), uri, level))  # type: ignore[no-any-return]
+        return self._run(calls.read(self._who(who), uri, level))
 
     def ls(self, uri: str, **who: str) -> list[NodeSummary]:
-        return self._run(calls.ls(self._who(who), uri))  # type: ignore[no-any-return]
+        return self._run(calls.ls(self._who(who), uri))
 
     def tree(self, uri: str, depth: int = 3, **who: str) -> list[NodeSummary]:
-        return self._run(calls.tree(self._who(who), uri, depth))  # type: ignore[no-any-return]
+        return self._run(calls.tree(self._who(who), uri, depth))
 
     def stat(self, uri: str, **who: str) -> NodeStat:
-        return self._run(calls.stat(self._who(who), uri))  # type: ignore[no-any-return]
+        return self._run(calls.stat(self._who(who), uri))
 
     def relations(self, uri: str, **who: str) -> list[RelationEdge]:
-        return self._run(calls.relations(self._who(who), uri))  # type: ignore[no-any-return]
+        return self._run(calls.relations(self._who(who), uri))
 
     def remove(self, uri: str, **who: str) -> bool:
         """Remove one memory of the acting user; False when it did not exist."""
-        return self._run(calls.remove(self._who(who), uri))  # type: ignore[no-any-return]
+        return self._run(calls.remove(self._who(who), uri))
 
     def _who(self, who: dict[str, str]) -> dict[str, str]:
         return self.defaults.who(who.get("user_id"), who.get("agent_id"), who.get("session_id"))

@@ -318,10 +318,10 @@ async def write_phase(
                     return exc
 
             edges = derive_edges(categories, archive.archive_uri)
-            done = await asyncio.gather(
+            results = await asyncio.gather(
                 *(loop.run_in_executor(_IO_POOL, relate, uri, ops) for uri, ops in edges.items())
             )
-            for uri, written in zip(edges, done, strict=True):
+            for uri, written in zip(edges, results, strict=True):
                 if isinstance(written, Exception):
                     out.failed.append(f"relations of {uri}: {written}")
                 else:

@@ -25,7 +25,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import redis
 
@@ -90,7 +90,8 @@ class WorkerRegistry:
     def orphans(self, incarnation: str) -> list[tuple[str, str]]:
         """(commit id, phase) of every task the incarnation was running."""
         out: list[tuple[str, str]] = []
-        for raw in self.client.hgetall(self._running + incarnation).values():
+        running = cast(dict[bytes, bytes], self.client.hgetall(self._running + incarnation))
+        for raw in running.values():
             try:
                 entry = json.loads(raw)
                 out.append((str(entry["commit"]), str(entry["phase"])))
@@ -106,7 +107,8 @@ class WorkerRegistry:
 
     def _members(self) -> list[str]:
         return sorted(
-            m.decode() if isinstance(m, bytes) else m for m in self.client.smembers(self._alive)
+            m.decode() if isinstance(m, bytes) else m
+            for m in cast(set[bytes | str], self.client.smembers(self._alive))
         )
 
     def _beating(self, incarnations: list[str]) -> list[bool]:
@@ -129,7 +131,7 @@ class BrokerWatch:
         """Seconds since the broker started if it restarted since the last `acknowledge`,
         else None. A broker that never saw us counts as restarted (it may have lost data: a
         fresh server, or one restarted without persistence)."""
-        info = self.client.info("server")
+        info = cast(dict[str, Any], self.client.info("server"))
         self._run_id = str(info.get("run_id", ""))
         seen = self.client.get(self.key)
         seen = seen.decode() if isinstance(seen, bytes) else seen

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
-from cachetools import LRUCache
-
 from ctxpipe.commit.payloads import CommitRequest
+from ctxpipe.core.caches import LockedCache
 
 
 class StepCache:
@@ -16,22 +14,18 @@ class StepCache:
 
     def __init__(self, maxsize: int = 512) -> None:
         # bounded: a worker runs commits for days; 512 is far above the commits it has in flight
-        self._requests: LRUCache[str, CommitRequest] = LRUCache(maxsize=maxsize)
-        self._lock = threading.Lock()  # a cachetools cache is not thread-safe by itself
+        self._requests: LockedCache[CommitRequest] = LockedCache.lru(maxsize)
 
     def request(self, commit_id: str, raw: dict[str, Any]) -> CommitRequest:
         """The request of `commit_id`, parsed from the ledger's `raw` form on first use."""
-        with self._lock:
-            req = self._requests.get(commit_id)
+        req = self._requests.get(commit_id)
         if req is None:
             req = self.remember(CommitRequest.model_validate(raw))
         return req
 
     def remember(self, req: CommitRequest) -> CommitRequest:
-        with self._lock:
-            self._requests[req.commit_id] = req
+        self._requests.put(req.commit_id, req)
         return req
 
     def clear(self) -> None:
-        with self._lock:
-            self._requests.clear()
+        self._requests.clear()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from functools import lru_cache
 
 import pysbd
@@ -114,13 +115,13 @@ def token_set(text: str) -> set[str]:
     return set(content_tokens(text))
 
 
-def jaccard(a: set[str], b: set[str]) -> float:
+def jaccard(a: AbstractSet[str], b: AbstractSet[str]) -> float:
     if not a and not b:
         return 1.0
     return len(a & b) / len(a | b)
 
 
-def containment(a: set[str], b: set[str]) -> float:
+def containment(a: AbstractSet[str], b: AbstractSet[str]) -> float:
     """Fraction of `a` that is also in `b` (1.0 when `a` adds nothing to `b`)."""
     if not a:
         return 1.0

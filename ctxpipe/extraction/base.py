@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from datetime import datetime
+from typing import Any
 
 from ctxpipe.core.enums import (
     AGENT_CATEGORIES,
@@ -133,7 +134,7 @@ class CandidateExtractor:
         tools: list[ToolUse],
         session_time: datetime | None = None,
     ) -> CandidateMemory:
-        common = dict(
+        common: dict[str, Any] = dict(
             category=mem.category,
             owner_scope=owner_of(mem.category),
             routing_key=mem.routing_key,

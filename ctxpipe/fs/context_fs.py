@@ -17,6 +17,7 @@ import contextlib
 import os
 import secrets
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -435,9 +436,7 @@ class ContextFS:
         u = self.parse(base_uri, ctx)
         for child_uri, child_path in listing.iter_dirs(u.as_dir(), self._path(u)):
             if self.is_node_dir(child_path):
-                stat = self._locks.read(
-                    child_path, lambda p=child_path, c=child_uri: stat_dir(p, c)
-                )
+                stat = self._locks.read(child_path, partial(stat_dir, child_path, child_uri))
                 yield node_uri(child_uri), stat
 
 

@@ -20,25 +20,19 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any
 
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from ctxpipe.core.config import ChunkingConfig
 from ctxpipe.core.models import ChunkRecord, ContextNode
 from ctxpipe.core.uri import parse_uri
+from ctxpipe.providers.base import Embedder
 
 # Paragraphs, lines, sentences, clauses, words, characters.
 SEPARATORS = ["\n\n", "\n", ". ", "。", "; ", ", ", " ", ""]
 _CITE_RE = re.compile(r"\[([^\[\]\n]{1,400})\]")
 DEFAULT_SPECIAL_TOKENS = 2  # [CLS] … [SEP] for BERT-style encoders
-
-
-class TokenCounter(Protocol):
-    def count_tokens(self, text: str) -> int: ...
-
-    @property
-    def max_seq_length(self) -> int: ...
 
 
 def special_tokens_of(embedder: Any) -> int:
@@ -132,21 +126,21 @@ class DocumentChunker:
 
     def __init__(
         self,
-        counter: TokenCounter,
+        embedder: Embedder,
         config: ChunkingConfig | None = None,
         *,
         special_tokens: int | None = None,
     ) -> None:
         self.config = config or ChunkingConfig()
-        self._counter = counter
-        specials = special_tokens if special_tokens is not None else special_tokens_of(counter)
-        model_limit = int(counter.max_seq_length) - specials
+        self._counter = embedder
+        specials = special_tokens if special_tokens is not None else special_tokens_of(embedder)
+        model_limit = int(embedder.max_seq_length) - specials
         if model_limit < 8:
-            raise ValueError(f"embedding model reads only {counter.max_seq_length} tokens")
+            raise ValueError(f"embedding model reads only {embedder.max_seq_length} tokens")
         self.model_limit = model_limit
         self.chunk_tokens = min(self.config.chunk_tokens, model_limit)
         self.overlap_tokens = min(self.config.chunk_overlap_tokens, self.chunk_tokens // 2)
-        self._count: Callable[[str], int] = lru_cache(maxsize=8192)(counter.count_tokens)
+        self._count: Callable[[str], int] = lru_cache(maxsize=8192)(embedder.count_tokens)
         self._splitters: dict[int, RecursiveCharacterTextSplitter] = {}
 
     def _splitter(self, limit: int) -> RecursiveCharacterTextSplitter:
@@ -251,7 +245,6 @@ class DocumentChunker:
 __all__ = [
     "DocumentChunker",
     "MessageSpan",
-    "TokenCounter",
     "cited_ids",
     "message_spans",
     "narrow_refs",

@@ -18,11 +18,16 @@ from ctxpipe.retrieval.access import OwnerAccessError, check_readable
 class RemovalParts(Protocol):
     """What a removal needs of the runtime (typed here: `maintenance` sits below `runtime`)."""
 
-    settings: Settings
-    fs: ContextFS
-    lock: Any
-    outbox: Any
-    use_database: bool
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def fs(self) -> ContextFS: ...
+    @property
+    def lock(self) -> Any: ...
+    @property
+    def outbox(self) -> Any: ...
+    @property
+    def use_database(self) -> bool: ...
 
 
 def remove_memory(rt: RemovalParts, uri: str, ctx: RequestContext, reason: str = "") -> bool:

@@ -143,7 +143,7 @@ def build_server(
             st = await c.wait(cid)
             return {"commit_id": cid, "phase": st.phase, "status": st.status}
 
-        return await run(ctx, who, go)  # type: ignore[no-any-return]
+        return await run(ctx, who, go)
 
     return server
 

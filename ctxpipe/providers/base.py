@@ -49,8 +49,11 @@ class EmbeddingVector(BaseModel):
 
 @runtime_checkable
 class Embedder(Protocol):
-    model_name: str
-    dimension: int
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
 
     def encode(self, texts: Sequence[str]) -> list[list[float]]:
         """Normalised dense vectors, one per text (sync, batched)."""

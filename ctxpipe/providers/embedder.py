@@ -196,7 +196,10 @@ class SentenceTransformerEmbedder:
                 return int(cfg["max_seq_length"])
             except (OSError, ValueError, KeyError, TypeError):
                 pass
-        return int(self.model.max_seq_length)
+        limit = self.model.max_seq_length
+        if limit is None:  # a model without a declared limit reads what its tokenizer can
+            return int(self.model.tokenizer.model_max_length)
+        return int(limit)
 
     def check_dimension(self, expected: int) -> None:
         """Fail loudly when the model does not produce `expected`-sized vectors (index schema)."""

@@ -337,7 +337,7 @@ class ContextBuilder:
         current = sha([hashes[n] for n in SECTION_ORDER])
         if prev is None or strategy == UpdateStrategy.FULL_REBUILD:
             return Delta(strategy=strategy, current_hash=current)
-        previous = sha([(prev.section(n).hash if prev.section(n) else "") for n in SECTION_ORDER])
+        previous = sha([(snap.hash if (snap := prev.section(n)) else "") for n in SECTION_ORDER])
         modified, reused, saved = [], [], 0
         prefix = True
         for s in sections:

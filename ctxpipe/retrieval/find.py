@@ -110,7 +110,7 @@ class HybridFinder:
         if query_vector is None:  # embed while the text arm runs in PostgreSQL
             pending = self._pool.submit(self._timed_embed, query, timings)
         arm = self.store.text_arm(query, filters, n_cand, plan=plan, timings=timings)
-        qvec = list(query_vector) if pending is None else pending.result()
+        qvec = pending.result() if pending is not None else list(query_vector or ())
         cand = self.store.fuse(qvec, filters, arm, n_cand, timings=timings)
         t1 = time.perf_counter()
         rows = [r for r in cand.rows if float(r.get("sim") or 0.0) >= filters.min_score]

@@ -154,7 +154,7 @@ class CandidateStore:
         key = self._scope_key(filters)
         cached = self._stats.get(key)
         if cached is not None:
-            return cached  # type: ignore[no-any-return]
+            return cached
         where, params = build_where(filters, scope_only=True)
         with self.db.connection() as conn:
             row = conn.execute(

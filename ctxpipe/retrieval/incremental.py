@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from collections import OrderedDict
 from enum import StrEnum
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from ctxpipe.core.caches import LockedCache
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
 
@@ -129,8 +128,8 @@ def select_strategy(
         old = prev.section(name)
         if (old.hash if old is not None else "") != digest:
             return UpdateStrategy.COMPUTE_DELTA
-    old = prev.message_ids
-    if message_ids[: len(old)] == old and len(message_ids) >= len(old):
+    seen = prev.message_ids
+    if message_ids[: len(seen)] == seen and len(message_ids) >= len(seen):
         return UpdateStrategy.APPEND_ONLY
     return UpdateStrategy.UPDATE_CONVERSATION_ONLY
 
@@ -146,23 +145,14 @@ class InMemorySnapshotStore:
 
     def __init__(self, size: int = 256) -> None:
         self.size = size
-        self._data: OrderedDict[tuple[str, str, str], ContextSnapshot] = OrderedDict()
-        self._lock = threading.Lock()
+        # one snapshot per live session of this process; old sessions fall out first
+        self._data: LockedCache[ContextSnapshot] = LockedCache.lru(size)
 
     def get(self, account_id: str, user_id: str, session_id: str) -> ContextSnapshot | None:
-        with self._lock:
-            snap = self._data.get((account_id, user_id, session_id))
-            if snap is not None:
-                self._data.move_to_end((account_id, user_id, session_id))
-            return snap
+        return self._data.get((account_id, user_id, session_id))
 
     def put(self, snapshot: ContextSnapshot) -> None:
-        key = (snapshot.account_id, snapshot.user_id, snapshot.session_id)
-        with self._lock:
-            self._data[key] = snapshot
-            self._data.move_to_end(key)
-            while len(self._data) > self.size:
-                self._data.popitem(last=False)
+        self._data.put((snapshot.account_id, snapshot.user_id, snapshot.session_id), snapshot)
 
 
 class PgSnapshotStore:

@@ -8,12 +8,11 @@ that the result never counts more than asked.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from ctxpipe.core.caches import LockedCache
 from ctxpipe.core.errors import EmbeddingError
 
 
@@ -39,9 +38,8 @@ class HFTokenCounter:
         tok.no_padding()
         self._tok = tok
         self.source = str(path)
-        self._cache: OrderedDict[str, int] = OrderedDict()
-        self._cache_size = cache_size
-        self._lock = threading.Lock()
+        # snippets and lines are counted again on every query that returns them
+        self._cache: LockedCache[int] = LockedCache.lru(cache_size)
 
     def __repr__(self) -> str:
         return f"HFTokenCounter({self.source!r})"
@@ -49,16 +47,11 @@ class HFTokenCounter:
     def count(self, text: str) -> int:
         if not text:
             return 0
-        with self._lock:
-            hit = self._cache.get(text)
-            if hit is not None:
-                self._cache.move_to_end(text)
-                return hit
+        hit = self._cache.get(text)
+        if hit is not None:
+            return hit
         n = len(self._tok.encode(text, add_special_tokens=False).ids)
-        with self._lock:
-            self._cache[text] = n
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+        self._cache.put(text, n)
         return n
 
     def count_many(self, texts: list[str]) -> list[int]:

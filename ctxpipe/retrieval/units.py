@@ -17,8 +17,7 @@ LRU cache.
 
 from __future__ import annotations
 
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxpipe.core.caches import LockedCache
 from ctxpipe.providers.base import Embedder
 from ctxpipe.retrieval.text import Unit, bm25_tokens, chunk_lines, stem, unit_key
 
@@ -150,14 +150,11 @@ class UnitVectors:
     def __init__(self, embedder: Embedder, size: int = 50000) -> None:
         self.embedder = embedder
         self.size = size
-        self._data: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        # the same lines and sentences come back across queries: encode each once
+        self._data: LockedCache[np.ndarray] = LockedCache.lru(size)
 
     def put(self, text: str, vec: np.ndarray) -> None:
-        with self._lock:
-            self._data[text] = vec
-            while len(self._data) > self.size:
-                self._data.popitem(last=False)
+        self._data.put(text, vec)
 
     def get_many(
         self, texts: Sequence[str], stored: Mapping[str, np.ndarray] | None = None
@@ -169,14 +166,8 @@ class UnitVectors:
                 v = stored.get(unit_key(t))
                 if v is not None:
                     found[t] = v
-        with self._lock:
-            for t in texts:
-                if t in found:
-                    continue
-                v = self._data.get(t)
-                if v is not None:
-                    self._data.move_to_end(t)
-                    found[t] = v
+        cached = self._data.get_many(t for t in texts if t not in found)
+        found.update((str(t), v) for t, v in cached.items())
         missing = [t for t in dict.fromkeys(texts) if t not in found]
         if missing:
             vecs = np.asarray(self.embedder.encode(missing), dtype=np.float32)
@@ -200,9 +191,10 @@ class StoredUnitCache:
     ) -> None:
         self.fetch = fetch
         self.max_units = max_units
-        self._data: OrderedDict[str, tuple[int, dict[str, np.ndarray]]] = OrderedDict()
-        self._units = 0
-        self._lock = threading.Lock()
+        # chunk id -> (node version, unit vectors): bounded by the units held, not the chunks
+        self._data: LockedCache[tuple[int, dict[str, np.ndarray]]] = LockedCache.lru(
+            max_units, getsizeof=lambda entry: max(1, len(entry[1]))
+        )
 
     def get(
         self, rows: Sequence[Mapping[str, Any]], shape: tuple[int, ...]
@@ -210,39 +202,33 @@ class StoredUnitCache:
         """Unit key -> vector for the units of `rows` (candidate chunk rows)."""
         out: dict[str, np.ndarray] = {}
         missing: dict[str, int] = {}
-        with self._lock:
-            for r in rows:
-                cid, version = str(r["chunk_id"]), int(r.get("node_version") or 0)
-                hit = self._data.get(cid)
-                if hit is not None and hit[0] == version:
-                    self._data.move_to_end(cid)
-                    out.update(hit[1])
-                else:
-                    missing[cid] = version
+        wanted = {str(r["chunk_id"]): int(r.get("node_version") or 0) for r in rows}
+        cached = self._data.get_many(wanted)
+        for cid, version in wanted.items():
+            hit = cached.get(cid)
+            if hit is not None and hit[0] == version:
+                out.update(hit[1])
+            else:
+                missing[cid] = version
         if not missing:
             return out
         fetched = self.fetch(list(missing))
-        with self._lock:
-            for cid, version in missing.items():
-                vecs: dict[str, np.ndarray] = {}
-                for key, raw in (fetched.get(cid) or {}).items():
-                    vec = as_vector(raw)
-                    if vec is not None and vec.shape == shape:
-                        vecs[key] = vec
-                old = self._data.pop(cid, None)
-                self._units -= len(old[1]) if old else 0
-                self._data[cid] = (version, vecs)
-                self._units += len(vecs)
-                out.update(vecs)
-            while self._units > self.max_units and len(self._data) > 1:
-                _, (_, gone) = self._data.popitem(last=False)
-                self._units -= len(gone)
+        for cid, version in missing.items():
+            vecs: dict[str, np.ndarray] = {}
+            for key, raw in (fetched.get(cid) or {}).items():
+                vec = as_vector(raw)
+                if vec is not None and vec.shape == shape:
+                    vecs[key] = vec
+            self._data.put(cid, (version, vecs))
+            out.update(vecs)
         return out
 
+    @property
+    def units_held(self) -> int:
+        return int(self._data.currsize)
+
     def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-            self._units = 0
+        self._data.clear()
 
 
 def rank_sentences(
@@ -288,12 +274,12 @@ def rank_sentences(
         need = [t for t, s in zip(texts, same, strict=True) if not s]
         vecs = vectors.get_many(need, stored) if need else None
         j = 0
-        for n, i in enumerate(sidx):
+        for n, si in enumerate(sidx):
             if same[n]:
-                s_sim[i] = l_sim[sents[i].line]
+                s_sim[si] = l_sim[sents[si].line]
             else:
                 assert vecs is not None
-                s_sim[i] = float(vecs[j] @ query_vec)
+                s_sim[si] = float(vecs[j] @ query_vec)
                 j += 1
     line_of = np.array([s.line for s in sents])
     score = (

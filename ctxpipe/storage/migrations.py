@@ -196,7 +196,7 @@ def migrate(
                         continue
                     body = render(mig.text, schema=schema, embedding_dim=embedding_dim)
                     try:
-                        conn.execute(body.encode("utf-8"))  # type: ignore[arg-type]
+                        conn.execute(body.encode("utf-8"))
                     except psycopg.Error as exc:
                         raise MigrationError(f"migration {mig.name} failed: {exc}") from exc
                     conn.execute(

@@ -7,14 +7,14 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Response
 
 from ctxpipe.api.auth import CommitKey, ReadKey, acting_context
-from ctxpipe.api.errors import ApiError, ErrorResponse
+from ctxpipe.api.errors import ApiError, documented_errors
 from ctxpipe.api.keys import ApiKey
 from ctxpipe.api.routes.deps import service
 from ctxpipe.api.schemas import CommitAccepted, CommitIn, CommitStatus
 from ctxpipe.service import CommitNotFoundError, ContextEngineService
 
 router = APIRouter(prefix="/v1/commits", tags=["commits"])
-_ERRORS = {s: {"model": ErrorResponse} for s in (400, 401, 403, 409, 413, 422, 429, 503)}
+_ERRORS = documented_errors(400, 401, 403, 409, 413, 422, 429, 503)
 
 
 @router.post("", status_code=202, response_model=CommitAccepted, responses=_ERRORS)
@@ -49,7 +49,7 @@ def submit_commit(
 @router.get(
     "/{commit_id}",
     response_model=CommitStatus,
-    responses={s: {"model": ErrorResponse} for s in (401, 403, 404, 422, 429, 503)},
+    responses=documented_errors(401, 403, 404, 422, 429, 503),
 )
 def get_commit(
     commit_id: Annotated[str, Path(max_length=128)],

@@ -13,7 +13,7 @@ from ctxpipe.service import ContextEngineService
 
 
 def service(request: Request) -> ContextEngineService:
-    return request.app.state.service  # type: ignore[no-any-return]
+    return request.app.state.service
 
 
 class IdentityQuery:

@@ -7,16 +7,16 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Request
 
 from ctxpipe.api.auth import AdminKey, authenticate
-from ctxpipe.api.errors import ApiError, ErrorResponse
+from ctxpipe.api.errors import ApiError, documented_errors
 from ctxpipe.api.keys import ApiKey, CreatedKey, KeySpec, KeyStore
 from ctxpipe.api.schemas import KeyIn
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"])
-_ERRORS = {s: {"model": ErrorResponse} for s in (400, 401, 403, 404, 422, 429, 503)}
+_ERRORS = documented_errors(400, 401, 403, 404, 422, 429, 503)
 
 
 def _store(request: Request) -> KeyStore:
-    return request.app.state.keys  # type: ignore[no-any-return]
+    return request.app.state.keys
 
 
 @router.get("/self", response_model=ApiKey, responses=_ERRORS)

@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 
 from ctxpipe.api.auth import CommitKey, ReadKey, acting_context
-from ctxpipe.api.errors import ErrorResponse
+from ctxpipe.api.errors import documented_errors
 from ctxpipe.api.keys import ApiKey
 from ctxpipe.api.routes.deps import IdentityQuery, service
 from ctxpipe.api.schemas import ContextIn, FindIn, ReadOut, RemoveOut, SearchIn
@@ -18,13 +18,13 @@ from ctxpipe.retrieval import ContextResult, FindResult, SearchResult
 from ctxpipe.service import ContextEngineService
 
 router = APIRouter(prefix="/v1", tags=["read"])
-_ERRORS = {s: {"model": ErrorResponse} for s in (400, 401, 403, 404, 413, 422, 429, 503)}
+_ERRORS = documented_errors(400, 401, 403, 404, 413, 422, 429, 503)
 Uri = Annotated[str, Query(min_length=1, max_length=512, description="a ctx:// URI")]
 Svc = Annotated[ContextEngineService, Depends(service)]
 Who = Annotated[IdentityQuery, Depends()]
 
 
-def _ctx(body: FindIn | SearchIn | ContextIn, key: ApiKey):  # type: ignore[no-untyped-def]
+def _ctx(body: FindIn | SearchIn | ContextIn, key: ApiKey):
     return acting_context(
         key,
         account_id=body.account_id,

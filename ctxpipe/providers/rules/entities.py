@@ -179,7 +179,7 @@ def is_address(sentence: str, start: int, end: int) -> bool:
     if head and not before.strip():
         return True
     opening = _OPENING_WORD.match(before) if head else None  # "Hey Mel!", not "Visited Porto!"
-    return bool(opening) and not opening.group("w").lower().endswith(("ed", "ing"))
+    return opening is not None and not opening.group("w").lower().endswith(("ed", "ing"))
 
 
 def _is_question(sentence: str) -> bool:

@@ -7,6 +7,8 @@ The API keeps running (pid in $CTXPIPE_VAR_DIR/api.pid, log in api.log): stop it
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -61,19 +63,39 @@ def main() -> None:
         db.close()
     print(f"API at {url} (OpenAPI: {url}/docs); key {key.record.key_id} for acme/alice")
     with CtxClient(url, key.key, agent_id="helper") as client:
-        cid = client.commit(
-            [
-                {"id": "m1", "role": "user", "content": "I'm learning Portuguese on Tuesdays."},
-                {"id": "m2", "role": "assistant", "content": "Boa sorte!"},
-            ],
-            session_id="api-demo",
-            commit_id="api-demo-1",
-        )
+        session = [
+            {
+                "id": "m1",
+                "role": "user",
+                "content": "I started learning Portuguese, Tuesdays"
+                " and Thursdays with a tutor, since we moved to Lisbon.",
+            },
+            {"id": "m2", "role": "assistant", "content": "Boa sorte! Want a vocabulary drill?"},
+            {
+                "id": "m3",
+                "role": "user",
+                "content": "Yes, and I prefer short drills of ten"
+                " words, with the English next to each one.",
+            },
+            {"id": "m4", "role": "assistant", "content": "Ten words with translations, then."},
+        ]
+        # the commit id is the idempotency key: the same session committed again is one commit
+        digest = hashlib.sha256(json.dumps(session).encode()).hexdigest()[:12]
+        cid = client.commit(session, session_id="api-demo", commit_id=f"api-demo-{digest}")
         status = client.wait(cid, timeout=120)
         print(f"commit {cid} through the API: {status.status}")
-        time.sleep(2)  # the embed worker indexes the new nodes
-        for hit in client.find("What language is alice learning?", 3).hits:
-            print(f"  {hit.score:.3f}  {hit.uri}\n         {hit.text[:100]}")
+        query = "How does alice like her language drills?"
+        deadline = time.monotonic() + 60  # the embed worker indexes the new nodes
+        while True:
+            hits = client.find(query, 3).hits
+            if any(r.startswith("api-demo:") for h in hits for r in h.source_refs):
+                break
+            if time.monotonic() > deadline:
+                sys.exit("the session committed through the API was not findable within 60 s")
+            time.sleep(0.5)
+        print(f"find {query!r}:")
+        for hit in hits:
+            print(f"  {hit.score:.3f}  {hit.uri}  {hit.source_refs}\n         {hit.text[:100]}")
     print(f"stop the API with: kill $(cat {os.path.relpath(cfg.var_dir)}/api.pid)")
 
 

@@ -201,7 +201,11 @@ def reindex_cmd(
 def _backlog_row(st: Any) -> str:
     b = st.commit_backlog
     age = "-" if b.oldest_age_s is None else f"{b.oldest_age_s:.1f}s"
-    return f"{b.in_flight} in flight, oldest {age}"
+    cap = f"cap {b.max_pending}" if b.max_pending else "no cap"
+    return (
+        f"{b.in_flight} in flight ({cap}), oldest {age}, "
+        f"{b.finished_recently} finished in the last {b.window_s:.0f}s"
+    )
 
 
 def _cost_row(st: Any) -> str:

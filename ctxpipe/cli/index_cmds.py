@@ -220,6 +220,16 @@ def _cost_row(st: Any) -> str:
     )
 
 
+def _cost_by_phase_row(st: Any) -> str:
+    c = st.llm_cost
+    if not c.by_phase:
+        return "-"
+    return ", ".join(
+        f"{phase} {u.calls} calls / {u.prompt_tokens}+{u.completion_tokens} tokens"
+        for phase, u in sorted(c.by_phase.items())
+    )
+
+
 def _status_rows(st: Any) -> list[tuple[str, str]]:
     rows = [
         ("queues", ", ".join(f"{q} {n}" for q, n in st.queues.items()) or "-"),
@@ -241,6 +251,7 @@ def _status_rows(st: Any) -> list[tuple[str, str]]:
         ),
         ("commit backlog", _backlog_row(st)),
         ("LLM cost", _cost_row(st)),
+        ("  by phase", _cost_by_phase_row(st)),
     ]
     last = st.last_repair
     if last:

@@ -240,8 +240,17 @@ def test_cli_shows_cost_per_phase_backlog_and_aggregate(make_settings, clean_db,
     st = json.loads(out.stdout)
     assert st["commit_backlog"]["in_flight"] == 1
     assert st["llm_cost"]["commits"] == 1 and st["llm_cost"]["llm_calls"] >= 5
+    by_phase = st["llm_cost"]["by_phase"]
+    assert sum(p["calls"] for p in by_phase.values()) == st["llm_cost"]["llm_calls"]
+    assert st["commit_backlog"]["max_pending"] == settings.commit.max_pending
     out = runner.invoke(app, ["status"], env=env)
     assert "1 in flight" in out.stdout and "calls and" in out.stdout
+    assert "by phase" in out.stdout and "extract_profile" in out.stdout
+
+    out = runner.invoke(app, ["commits", "show", "cli-1", "--json"], env=env)
+    shown = json.loads(out.stdout)["result"]["stats"]
+    assert shown["llm_by_phase"]["archive"]["calls"] >= 1
+    assert sum(p["calls"] for p in shown["llm_by_phase"].values()) == shown["llm_calls"]
     rt.close()
 
 

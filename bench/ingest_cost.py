@@ -2,9 +2,10 @@
 and turns/s from commit to searchable — against a bare baseline measured in the same run.
 
     .venv/bin/python bench/ingest_cost.py [--data PATH/locomo_dev.json] [--conversations 2]
-                                          [--no-celery]
+                                          [--sessions N] [--no-celery]
 
-Every session of the first N LoCoMo dev conversations (read in place) is committed in order:
+Every session (or the first `--sessions N` of each) of the first N LoCoMo dev conversations
+(read in place) is committed in order:
 
 - **in process** (rules LLM, dedup against the replica, the index worker draining the outbox
   after each commit: the same code Celery runs); commit → searchable = commit + drain;
@@ -65,17 +66,23 @@ def in_process(settings: Settings, sessions: list[dict[str, Any]]) -> dict[str, 
     worker = make_worker(rt, "ingest-bench")
     rt.embedder.encode(["warm up"])  # load the model outside the clock
     encoded[0] = 0
-    calls = prompt = turns = 0
+    calls = prompt = completion = turns = 0
+    commit_s = index_s = 0.0
     by_phase: dict[str, int] = {}
     started = time.perf_counter()
     for i, s in enumerate(sessions):
         session = SessionInput.model_validate(s)
+        t0 = time.perf_counter()
         result = coord.commit_sync(CommitRequest.from_session(session))
+        t1 = time.perf_counter()
         worker.drain(max_seconds=600)
+        commit_s += t1 - t0
+        index_s += time.perf_counter() - t1
         calls += result.stats.llm_calls
         for phase, u in result.stats.llm_by_phase.items():
             by_phase[phase] = by_phase.get(phase, 0) + u.calls
         prompt += result.stats.llm_prompt_tokens
+        completion += result.stats.llm_completion_tokens
         turns += len(session.messages)
         print(f"\r  in process: {i + 1}/{len(sessions)} sessions, {turns} turns", end="")
     elapsed = time.perf_counter() - started
@@ -87,6 +94,10 @@ def in_process(settings: Settings, sessions: list[dict[str, Any]]) -> dict[str, 
         "turns_per_s": turns / elapsed,
         "llm_calls": calls,
         "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "sessions": len(sessions),
+        "commit_s": commit_s,
+        "index_s": index_s,
         "embeddings": encoded[0],
         "calls_by_phase": by_phase,
     }
@@ -198,6 +209,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=None, help="locomo_dev.json (read in place)")
     ap.add_argument("--conversations", type=int, default=2)
+    ap.add_argument(
+        "--sessions",
+        type=int,
+        default=None,
+        help="only the first N sessions of each conversation (in order)",
+    )
     ap.add_argument("--no-celery", action="store_true")
     ap.add_argument(
         "--without-unit-vectors",
@@ -207,7 +224,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     samples = _locomo.load(args.data)[: args.conversations]
-    convs = [_locomo.session_inputs(s) for s in samples]
+    convs = [_locomo.session_inputs(s)[: args.sessions] for s in samples]
     sessions = [s for c in convs for s in c]
     print(
         f"LoCoMo dev: {len(samples)} conversations, {len(sessions)} sessions, "
@@ -227,7 +244,10 @@ def main() -> None:
     print(f"{'':34}{'turns/s':>10}{'÷ bare':>9}")
     print(f"{'bare (embed + insert each turn)':34}{base['turns_per_s']:10.1f}{1.0:9.2f}")
     ratio = proc["turns_per_s"] / base["turns_per_s"]
-    print(f"{'ctxpipe in process':34}{proc['turns_per_s']:10.1f}{ratio:9.2f}")
+    print(
+        f"{'ctxpipe in process':34}{proc['turns_per_s']:10.1f}{ratio:9.2f}"
+        f"   (commit {proc['commit_s']:.1f} s + index {proc['index_s']:.1f} s)"
+    )
     if no_units:
         print(
             f"{'  without unit vectors':34}{no_units['turns_per_s']:10.1f}"
@@ -254,7 +274,14 @@ def main() -> None:
     if cel:
         cel100 = 100.0 * cel["llm_calls"] / cel["turns_with_warmup"]
         print(f"  through Celery (ledger): {cel100:.1f} LLM calls per 100 turns")
-    print(f"embeddings computed per turn: {proc['embeddings'] / proc['turns']:.2f}")
+    print(
+        f"  completion tokens per 100 turns: {proc['completion_tokens'] * per100:.0f}; "
+        f"LLM calls per session: {proc['llm_calls'] / proc['sessions']:.2f}"
+    )
+    print(
+        f"embeddings computed per turn: {proc['embeddings'] / proc['turns']:.2f} "
+        "(bare baseline: 1.00)"
+    )
     print(
         f"ingest turns/s in process ÷ bare = {ratio:.2f} (target >= 0.5: "
         f"{'met' if ratio >= 0.5 else 'MISSED'})"

@@ -136,11 +136,11 @@ def start(commit_id: str, phase: str = "archive") -> None:
 
 def enqueue(req: CommitRequest) -> str:
     """Record the commit in the ledger and start its workflow (idempotent by commit id).
-    Refused with `BacklogFullError` (nothing recorded) while the commit queues are over their
-    cap: the producer sees the error from the task's result and re-sends later."""
-    context.backlog_gate(app.conf.ctxpipe_settings).check()
-    ledger = context.ledger(app.conf.ctxpipe_settings)
-    new = steps.submit(ledger, req, app.conf.ctxpipe_settings.limits)
+    Refused with `BacklogFullError` (nothing recorded) while the ledger holds its cap of
+    unfinished commits: the producer sees the error from the task's result and re-sends later."""
+    settings = app.conf.ctxpipe_settings
+    ledger = context.ledger(settings)
+    new = steps.submit(ledger, req, settings.limits, max_pending=settings.commit.max_pending)
     row = None if new else ledger.get(req.commit_id)
     if new or (row is not None and row.phase == "enqueued"):
         workflow(req.commit_id).apply_async(add_to_parent=False)

@@ -7,7 +7,6 @@ import threading
 
 import redis
 
-from ctxpipe.commit.backlog import BacklogGate, broker_backlog_gate
 from ctxpipe.core.config import Settings
 from ctxpipe.fs.redis_lock import RedisOwnerLock
 from ctxpipe.runtime import Runtime
@@ -45,15 +44,6 @@ def ledger(settings: Settings) -> CommitLedger:
         if "ledger" not in _state:
             _state["ledger"] = CommitLedger(rt.db, schema=settings.db_schema)
         return _state["ledger"]  # type: ignore[return-value]
-
-
-def backlog_gate(settings: Settings) -> BacklogGate:
-    """This process's submit gate (its readings are cached for a fraction of a second)."""
-    client = redis_client(settings)
-    with _lock:
-        if "gate" not in _state:
-            _state["gate"] = broker_backlog_gate(settings, client)
-        return _state["gate"]  # type: ignore[return-value]
 
 
 def redis_client(settings: Settings) -> redis.Redis:

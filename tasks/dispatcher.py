@@ -5,7 +5,6 @@ from __future__ import annotations
 from kombu.exceptions import KombuError
 from redis.exceptions import RedisError
 
-from ctxpipe.commit.backlog import broker_backlog_gate
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.config import Settings
 from ctxpipe.core.errors import UnavailableError
@@ -29,15 +28,19 @@ class CeleryDispatcher:
         self._ledger = CommitLedger(
             db or Database.from_settings(settings), schema=settings.db_schema
         )
-        self._gate = broker_backlog_gate(settings)
 
     def submit(self, req: CommitRequest) -> str:
         from ctxpipe.commit import steps
         from tasks.app import app
         from tasks.queues import START
 
-        self._gate.check()  # back-pressure: refuse before recording anything
-        new = steps.submit(self._ledger, req, self._settings.limits)
+        # back-pressure: over the cap, BacklogFullError and nothing recorded or sent
+        new = steps.submit(
+            self._ledger,
+            req,
+            self._settings.limits,
+            max_pending=self._settings.commit.max_pending,
+        )
         row = None if new else self._ledger.get(req.commit_id)
         if new or (row is not None and row.phase == "enqueued"):
             # fire-and-forget: no result subscription is left behind in the producer. A commit

@@ -19,6 +19,7 @@ from ctxpipe.api.ratelimit import KeyRateLimiter
 from ctxpipe.api.routes import commits, keys, ops, read
 from ctxpipe.core.config import Settings
 from ctxpipe.service import ContextEngineService
+from ctxpipe.storage.commit_ledger import CommitBacklog
 
 log = logging.getLogger("ctxpipe.api")
 
@@ -64,16 +65,7 @@ def create_app(
     app.state.probes = probes if probes is not None else ops.default_probes(settings)
 
     metrics = ApiMetrics()
-    from ctxpipe.storage.commit_ledger import CommitLedger
-
-    ledger = CommitLedger(runtime.db, schema=settings.db_schema)
-    metrics.add_pipeline(
-        PipelineCollector(
-            ledger.counts_by_phase,
-            lambda: runtime.outbox.counts(),
-            lambda: runtime.outbox.oldest_pending_age_s(),
-        )
-    )
+    metrics.add_pipeline(pipeline_collector(settings, service))
     app.state.metrics = metrics
 
     install_error_handlers(app)
@@ -85,4 +77,27 @@ def create_app(
     return app
 
 
-__all__ = ["create_app"]
+def pipeline_collector(settings: Settings, service: ContextEngineService) -> PipelineCollector:
+    """The scrape-time readings of the ledger, the outbox and the broker."""
+    from ctxpipe.index.status import DEFAULT_QUEUES
+    from ctxpipe.storage.broker_queues import queue_depths
+    from ctxpipe.storage.commit_ledger import CommitLedger
+
+    runtime = service.runtime
+    ledger = CommitLedger(runtime.db, schema=settings.db_schema)
+    cap = settings.commit.max_pending
+
+    def backlog() -> CommitBacklog:
+        return ledger.backlog().model_copy(update={"max_pending": cap})
+
+    return PipelineCollector(
+        ledger.counts_by_phase,
+        lambda: runtime.outbox.counts(),
+        lambda: runtime.outbox.oldest_pending_age_s(),
+        backlog=backlog,
+        llm_cost=ledger.llm_cost,
+        queue_depths=lambda: queue_depths(settings.redis_url, DEFAULT_QUEUES),
+    )
+
+
+__all__ = ["create_app", "pipeline_collector"]

@@ -16,9 +16,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ctxpipe.commit.backlog import BacklogFullError
 from ctxpipe.commit.steps import CommitIdConflictError
 from ctxpipe.core.errors import (
+    BacklogFullError,
     CommitError,
     CtxError,
     FilesystemUnavailableError,
@@ -142,7 +142,11 @@ def map_exception(exc: BaseException) -> ApiError:
             503,
             _one_line(exc),
             code="backlog_full",
-            details={"retry_after_s": exc.retry_after_s},
+            details={
+                "retry_after_s": exc.retry_after_s,
+                "pending": exc.pending,
+                "max_pending": exc.cap,
+            },
             headers={"Retry-After": retry},
         )
     if isinstance(exc, UnavailableError):

@@ -11,11 +11,13 @@ from rich.table import Table
 from ctxpipe.cli.app import app, console, emit_json, err_console, fail, handle_errors, settings
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.enums import MemoryCategory
-from ctxpipe.core.errors import CommitError
+from ctxpipe.core.errors import BacklogFullError, CommitError
 from ctxpipe.core.models import CommitOptions, CommitResult
 from ctxpipe.core.session import SessionInput
 from ctxpipe.runtime import Runtime
 from ctxpipe.service import ContextEngineService
+
+EXIT_TRY_LATER = 75  # sysexits EX_TEMPFAIL: the commit backlog is full, submit again later
 
 
 def load_session(path: Path) -> SessionInput:
@@ -100,7 +102,8 @@ def commit_cmd(
 ) -> None:
     """Commit one session: archive, extract, plan, write to the FS, register outbox events.
 
-    Without --inline the commit is enqueued on Celery and its commit id printed."""
+    Without --inline the commit is enqueued on Celery and its commit id printed; while the
+    commit backlog is full nothing is recorded and the exit status is 75 (try again later)."""
     session = load_session(file)
     options = CommitOptions(
         dry_run=dry_run,
@@ -120,7 +123,10 @@ def commit_cmd(
                 fail(str(exc))
             show(result, as_json)
             return
-        cid = service.dispatcher.submit(req)
+        try:
+            cid = service.dispatcher.submit(req)
+        except BacklogFullError as exc:  # back-pressure: nothing recorded, try again later
+            fail(str(exc), EXIT_TRY_LATER)
         if not wait:
             if as_json:
                 emit_json({"commit_id": cid, "phase": "enqueued"})

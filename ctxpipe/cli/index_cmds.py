@@ -201,7 +201,11 @@ def reindex_cmd(
 def _backlog_row(st: Any) -> str:
     b = st.commit_backlog
     age = "-" if b.oldest_age_s is None else f"{b.oldest_age_s:.1f}s"
-    return f"{b.in_flight} in flight, oldest {age}"
+    cap = f"cap {b.max_pending}" if b.max_pending else "no cap"
+    return (
+        f"{b.in_flight} in flight ({cap}), oldest {age}, "
+        f"{b.finished_recently} finished in the last {b.window_s:.0f}s"
+    )
 
 
 def _cost_row(st: Any) -> str:
@@ -213,6 +217,16 @@ def _cost_row(st: Any) -> str:
         f"tokens over {c.commits} commits / {c.messages} messages "
         f"({c.calls_per_100_messages:.1f} calls and {c.prompt_tokens_per_100_messages:.0f} "
         "prompt tokens per 100 messages)"
+    )
+
+
+def _cost_by_phase_row(st: Any) -> str:
+    c = st.llm_cost
+    if not c.by_phase:
+        return "-"
+    return ", ".join(
+        f"{phase} {u.calls} calls / {u.prompt_tokens}+{u.completion_tokens} tokens"
+        for phase, u in sorted(c.by_phase.items())
     )
 
 
@@ -237,6 +251,7 @@ def _status_rows(st: Any) -> list[tuple[str, str]]:
         ),
         ("commit backlog", _backlog_row(st)),
         ("LLM cost", _cost_row(st)),
+        ("  by phase", _cost_by_phase_row(st)),
     ]
     last = st.last_repair
     if last:

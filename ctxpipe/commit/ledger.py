@@ -16,13 +16,22 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ctxpipe.core.enums import CommitPhase
-from ctxpipe.storage.commit_ledger import PHASE_ORDER, LedgerRow
+from ctxpipe.storage.commit_ledger import DRAIN_WINDOW_S, PHASE_ORDER, CommitBacklog, LedgerRow
 
 
 class LedgerPort(Protocol):
     """What the steps need of a commit ledger (`CommitLedger` and `InMemoryLedger`)."""
 
-    def create(self, commit_id: str, ctx: dict[str, str], request: dict[str, Any]) -> bool: ...
+    def create(
+        self,
+        commit_id: str,
+        ctx: dict[str, str],
+        request: dict[str, Any],
+        *,
+        max_pending: int = 0,
+    ) -> bool: ...
+
+    def backlog(self, window_s: float = DRAIN_WINDOW_S) -> CommitBacklog: ...
 
     def get(self, commit_id: str) -> LedgerRow | None: ...
 
@@ -66,6 +75,9 @@ class LedgerPort(Protocol):
     ) -> tuple[dict[str, Any], datetime, str, dict[str, dict[str, Any]]] | None: ...
 
 
+_FINISHED = (CommitPhase.REGISTERED.value, CommitPhase.FAILED.value)
+
+
 @dataclass
 class _Commit:
     row: LedgerRow
@@ -80,9 +92,18 @@ class InMemoryLedger:
         self._commits: dict[str, _Commit] = {}
         self._lock = threading.Lock()
 
-    def create(self, commit_id: str, ctx: dict[str, str], request: dict[str, Any]) -> bool:
+    def create(
+        self,
+        commit_id: str,
+        ctx: dict[str, str],
+        request: dict[str, Any],
+        *,
+        max_pending: int = 0,
+    ) -> bool:
         with self._lock:
             if commit_id in self._commits:
+                return False
+            if max_pending > 0 and self._in_flight() >= max_pending:
                 return False
             now = datetime.now(UTC)
             self._commits[commit_id] = _Commit(
@@ -99,6 +120,28 @@ class InMemoryLedger:
                 )
             )
             return True
+
+    def _in_flight(self) -> int:
+        return sum(1 for c in self._commits.values() if c.row.phase not in _FINISHED)
+
+    def backlog(self, window_s: float = DRAIN_WINDOW_S) -> CommitBacklog:
+        now = datetime.now(UTC)
+        with self._lock:
+            rows = [c.row for c in self._commits.values()]
+        waiting = [r.created_at for r in rows if r.phase not in _FINISHED and r.created_at]
+        finished = sum(
+            1
+            for r in rows
+            if r.phase in _FINISHED
+            and r.updated_at is not None
+            and (now - r.updated_at).total_seconds() < window_s
+        )
+        return CommitBacklog(
+            in_flight=sum(1 for r in rows if r.phase not in _FINISHED),
+            oldest_age_s=(now - min(waiting)).total_seconds() if waiting else None,
+            finished_recently=finished,
+            window_s=window_s,
+        )
 
     def get(self, commit_id: str) -> LedgerRow | None:
         with self._lock:

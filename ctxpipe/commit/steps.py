@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 import redis
 
+from ctxpipe.commit import backlog
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.ledger import LedgerPort
 from ctxpipe.commit.payloads import ArchiveOutcome, CommitRequest, PlanOutcome, WriteOutcome
@@ -131,18 +132,33 @@ def transient_as_retry(phase: str) -> Any:
     return wrap
 
 
-def submit(ledger: LedgerPort, req: CommitRequest, limits: LimitsConfig | None = None) -> bool:
+def submit(
+    ledger: LedgerPort,
+    req: CommitRequest,
+    limits: LimitsConfig | None = None,
+    *,
+    max_pending: int = 0,
+) -> bool:
     """Record a commit request; False when this very commit was already submitted.
 
     `limits`: the size limits checked before anything is recorded (InputLimitError).
+    `max_pending`: back-pressure — a new commit is refused with `BacklogFullError` (nothing
+    recorded) while that many commits are in flight; 0: no cap (see `commit.backlog`).
 
     A commit id is an idempotency key: reusing it for another account, user, agent or session is
     refused (it would silently drop that session and show another tenant's result)."""
     if limits is not None:
         check_limits(req.messages, req.used_contexts, req.used_tools, limits)
-    if ledger.create(req.commit_id, req.ctx.model_dump(mode="json"), req.model_dump(mode="json")):
+    if ledger.create(
+        req.commit_id,
+        req.ctx.model_dump(mode="json"),
+        req.model_dump(mode="json"),
+        max_pending=max_pending,
+    ):
         return True
     row = ledger.get(req.commit_id)
+    if row is None and max_pending > 0:  # not recorded and not known: over the cap
+        raise backlog.refusal(ledger.backlog(), max_pending)
     if row is not None:
         theirs = (row.account_id, row.user_id, row.agent_id, row.session_id)
         ours = (req.ctx.account_id, req.ctx.user_id, req.ctx.agent_id, req.ctx.session_id)

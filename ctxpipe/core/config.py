@@ -42,9 +42,9 @@ class CommitConfig(BaseModel):
     enable_dedup: bool = True
     enable_relations: bool = True
     dry_run: bool = False
-    # back-pressure: messages waiting in the commit + extract queues above which a submit is
-    # refused with a retry-after (0 = no cap)
-    max_backlog: int = Field(10000, ge=0)
+    # back-pressure: commits accepted but not finished (the ledger's durable record) at which
+    # a submit of a new commit is refused with a retry-after (0 = no cap)
+    max_pending: int = Field(10000, ge=0)
 
 
 class LimitsConfig(BaseModel):

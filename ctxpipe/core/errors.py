@@ -79,3 +79,24 @@ class FilesystemUnavailableError(CtxError):
 
 class UnavailableError(CtxError):
     """A store or the broker the request needs cannot be reached right now (retry later)."""
+
+
+class BacklogFullError(CtxError):
+    """A submit refused by back-pressure: more commits are accepted but unfinished than the
+    cap allows. Nothing was recorded; submit the same commit again after `retry_after_s`."""
+
+    def __init__(
+        self,
+        pending: int,
+        cap: int,
+        retry_after_s: float,
+        oldest_age_s: float | None = None,
+    ) -> None:
+        self.pending = pending
+        self.cap = cap
+        self.retry_after_s = retry_after_s
+        self.oldest_age_s = oldest_age_s
+        super().__init__(
+            f"commit backlog full: {pending} commits accepted and not finished (cap {cap}); "
+            f"nothing was recorded, submit again in {retry_after_s:.0f}s"
+        )

@@ -1,8 +1,10 @@
 """`ctxpipe status`: one snapshot of the pipeline's health.
 
-Queue depths (Redis ``LLEN`` of the Celery queues, priority sub-queues included), outbox events
-per status and the age of the oldest one still waiting, nodes on the FS vs rows in the replica,
-the last repair run and commits per ledger phase. A part whose server is unreachable is reported
+Queue depths (Redis ``LLEN`` of the Celery queues, priority sub-queues included), the commit
+backlog from the ledger (commits in flight, the oldest one's age, the drain rate and the
+back-pressure cap), outbox events per status and the age of the oldest one still waiting, nodes
+on the FS vs rows in the replica, the last repair run, commits per ledger phase and what the
+finished commits cost in LLM calls and tokens. A part whose server is unreachable is reported
 in ``errors`` instead of failing the whole snapshot.
 """
 
@@ -85,7 +87,9 @@ def collect_status(
         st.last_repair = replica.last_repair()
         ledger = CommitLedger(db, schema=settings.db_schema)
         st.commits_by_phase = ledger.counts_by_phase()
-        st.commit_backlog = ledger.backlog()
+        st.commit_backlog = ledger.backlog().model_copy(
+            update={"max_pending": settings.commit.max_pending}
+        )
         st.llm_cost = ledger.llm_cost()
     except Exception as exc:  # noqa: BLE001
         st.errors["postgres"] = _short(exc)

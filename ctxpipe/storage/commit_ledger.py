@@ -9,10 +9,11 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from ctxpipe.core.enums import CommitPhase
 from ctxpipe.core.errors import StorageError
+from ctxpipe.core.models import LLMUsage
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
 
@@ -45,21 +46,35 @@ class LedgerRow(BaseModel):
     updated_at: datetime | None = None
 
 
+DRAIN_WINDOW_S = 60.0
+
+
 class CommitBacklog(BaseModel):
-    """Commits accepted but not finished yet."""
+    """Commits accepted but not finished yet (read from the ledger, the durable record)."""
 
     in_flight: int = 0
     oldest_age_s: float | None = None
+    finished_recently: int = 0  # commits registered or failed in the last `window_s`
+    window_s: float = DRAIN_WINDOW_S
+    max_pending: int = 0  # the back-pressure cap (0: none)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def drain_per_s(self) -> float:
+        """Commits finished per second over the window (the rate the backlog drains at)."""
+        return self.finished_recently / self.window_s if self.window_s > 0 else 0.0
 
 
 class LLMCost(BaseModel):
-    """LLM calls and tokens of every finished commit, and per 100 messages committed."""
+    """LLM calls and tokens of every finished commit, in total and per phase, and per 100
+    messages committed."""
 
     commits: int = 0
     messages: int = 0
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    by_phase: dict[str, LLMUsage] = Field(default_factory=dict)
 
     @property
     def calls_per_100_messages(self) -> float | None:
@@ -75,12 +90,21 @@ class CommitLedger:
         self._db = db
         self._q = Queries(schema)
 
-    def create(self, commit_id: str, ctx: dict[str, str], request: dict[str, Any]) -> bool:
-        """Record a submitted commit; False if the id was already known (idempotent)."""
+    def create(
+        self,
+        commit_id: str,
+        ctx: dict[str, str],
+        request: dict[str, Any],
+        *,
+        max_pending: int = 0,
+    ) -> bool:
+        """Record a submitted commit; False if the id was already known (idempotent) or, with
+        `max_pending` > 0, when that many commits are already in flight (nothing recorded)."""
         with self._db.connection() as conn:
             row = conn.execute(
                 self._q["ledger_create"],
                 {
+                    "max_pending": max_pending,
                     "commit_id": commit_id,
                     "account_id": ctx.get("account_id", ""),
                     "user_id": ctx.get("user_id", ""),
@@ -244,15 +268,24 @@ class CommitLedger:
         with self._db.connection() as conn:
             return {p: int(n) for p, n in conn.execute(self._q["ledger_counts"]).fetchall()}
 
-    def backlog(self) -> CommitBacklog:
+    def backlog(self, window_s: float = DRAIN_WINDOW_S) -> CommitBacklog:
+        """Commits in flight, the oldest one's age and how many finished in `window_s`."""
         with self._db.connection() as conn:
-            row = conn.execute(self._q["ledger_backlog"]).fetchone()
+            row = conn.execute(self._q["ledger_backlog"], {"window_s": window_s}).fetchone()
         assert row is not None
-        return CommitBacklog(in_flight=int(row[0]), oldest_age_s=row[1])
+        return CommitBacklog(
+            in_flight=int(row[0]),
+            oldest_age_s=row[1],
+            finished_recently=int(row[2]),
+            window_s=window_s,
+        )
 
     def llm_cost(self) -> LLMCost:
-        with self._db.connection() as conn:
+        """What the registered commits cost, in total and per phase (one snapshot)."""
+        with self._db.connection() as conn:  # one transaction: both sums see one snapshot
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             row = conn.execute(self._q["ledger_llm_cost"]).fetchone()
+            phases = conn.execute(self._q["ledger_llm_cost_by_phase"]).fetchall()
         assert row is not None
         commits, messages, calls, prompt, completion = (int(v) for v in row)
         return LLMCost(
@@ -261,6 +294,12 @@ class CommitLedger:
             llm_calls=calls,
             prompt_tokens=prompt,
             completion_tokens=completion,
+            by_phase={
+                str(k): LLMUsage(
+                    calls=int(n), prompt_tokens=int(p), completion_tokens=int(c), retries=int(r)
+                )
+                for k, n, p, c, r in phases
+            },
         )
 
     def recent(self, limit: int = 20) -> list[dict[str, Any]]:

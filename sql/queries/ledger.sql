@@ -1,9 +1,16 @@
 -- name: ledger_create
+-- a new commit is recorded only while fewer than %(max_pending)s commits are in flight
+-- (0: no cap); the count stops at the cap, so it costs at most that many index entries
 INSERT INTO {{schema}}.commits
     (commit_id, account_id, user_id, agent_id, session_id, phase, request)
-VALUES
-    (%(commit_id)s, %(account_id)s, %(user_id)s, %(agent_id)s, %(session_id)s, 'enqueued',
-     %(request)s)
+SELECT %(commit_id)s, %(account_id)s, %(user_id)s, %(agent_id)s, %(session_id)s, 'enqueued',
+       %(request)s
+WHERE %(max_pending)s <= 0
+   OR (SELECT count(*) FROM (
+           SELECT 1 FROM {{schema}}.commits
+           WHERE phase NOT IN ('registered', 'failed')
+           LIMIT %(max_pending)s
+       ) AS in_flight) < %(max_pending)s
 ON CONFLICT (commit_id) DO NOTHING
 RETURNING commit_id
 
@@ -65,11 +72,15 @@ LIMIT %(limit)s
 SELECT phase, count(*) FROM {{schema}}.commits GROUP BY phase
 
 -- name: ledger_backlog
--- commits accepted but not finished, and the age of the oldest one (seconds)
-SELECT count(*),
-       EXTRACT(EPOCH FROM now() - min(created_at))::float8
-FROM {{schema}}.commits
-WHERE phase NOT IN ('registered', 'failed')
+-- commits accepted but not finished, the age of the oldest one (seconds), and how many
+-- finished (registered or failed) in the last %(window_s)s seconds: the drain rate
+SELECT (SELECT count(*) FROM {{schema}}.commits
+        WHERE phase NOT IN ('registered', 'failed')),
+       (SELECT EXTRACT(EPOCH FROM now() - min(created_at))::float8 FROM {{schema}}.commits
+        WHERE phase NOT IN ('registered', 'failed')),
+       (SELECT count(*) FROM {{schema}}.commits
+        WHERE phase IN ('registered', 'failed')
+          AND updated_at > now() - make_interval(secs => %(window_s)s))
 
 -- name: ledger_llm_cost
 -- what finished commits cost in LLM calls and tokens, per message committed
@@ -80,6 +91,19 @@ SELECT count(*),
        COALESCE(sum((result -> 'stats' ->> 'llm_completion_tokens')::bigint), 0)::bigint
 FROM {{schema}}.commits
 WHERE phase = 'registered' AND result IS NOT NULL
+
+-- name: ledger_llm_cost_by_phase
+-- the same sums per phase of the commits (archive, extract_<name>, plan, write)
+SELECT p.key,
+       COALESCE(sum((p.value ->> 'calls')::bigint), 0)::bigint,
+       COALESCE(sum((p.value ->> 'prompt_tokens')::bigint), 0)::bigint,
+       COALESCE(sum((p.value ->> 'completion_tokens')::bigint), 0)::bigint,
+       COALESCE(sum((p.value ->> 'retries')::bigint), 0)::bigint
+FROM {{schema}}.commits AS c,
+     jsonb_each(COALESCE(c.result -> 'stats' -> 'llm_by_phase', '{}'::jsonb)) AS p
+WHERE c.phase = 'registered' AND c.result IS NOT NULL
+GROUP BY p.key
+ORDER BY p.key
 
 -- name: ledger_recent
 SELECT commit_id, account_id, user_id, session_id, phase, status, error, created_at, updated_at

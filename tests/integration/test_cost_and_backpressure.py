@@ -4,11 +4,12 @@ submit, against the real PostgreSQL ledger and the real Redis broker."""
 from __future__ import annotations
 
 import pytest
-import redis
 
 from ctxpipe.commit import steps
-from ctxpipe.commit.backlog import BacklogFullError
 from ctxpipe.commit.payloads import CommitRequest
+from ctxpipe.core.config import Settings
+from ctxpipe.core.enums import CommitPhase
+from ctxpipe.core.errors import BacklogFullError
 from ctxpipe.core.session import RequestContext
 from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
 from ctxpipe.index.status import collect_status
@@ -57,6 +58,11 @@ def test_cost_per_phase_in_the_ledger_and_in_aggregate(make_settings, clean_db):
     second = ledger.get("cost-2").result["stats"]  # type: ignore[union-attr]
     assert cost.commits == 2 and cost.messages == 2 * len(MESSAGES)
     assert cost.llm_calls == stats["llm_calls"] + second["llm_calls"]
+    for phase, usage in cost.by_phase.items():  # per phase, summed over both commits
+        mine = [s["llm_by_phase"].get(phase, {}) for s in (stats, second)]
+        assert usage.calls == sum(m.get("calls", 0) for m in mine)
+        assert usage.prompt_tokens == sum(m.get("prompt_tokens", 0) for m in mine)
+    assert sum(u.calls for u in cost.by_phase.values()) == cost.llm_calls
     assert cost.calls_per_100_messages == pytest.approx(100 * cost.llm_calls / 8)
 
     backlog = ledger.backlog()
@@ -68,34 +74,140 @@ def test_cost_per_phase_in_the_ledger_and_in_aggregate(make_settings, clean_db):
     rt.close()
 
 
-def test_submit_over_the_backlog_cap_is_refused_and_records_nothing(
-    make_settings, clean_db, clean_redis, monkeypatch
-):
+def capped(settings: Settings, cap: int) -> Settings:
+    return settings.model_copy(
+        update={"commit": settings.commit.model_copy(update={"max_pending": cap})}
+    )
+
+
+@pytest.fixture
+def no_broker_sends(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """The start messages the dispatcher sends (recorded, not sent: no worker runs here)."""
     from tasks.app import app
-    from tasks.dispatcher import CeleryDispatcher
 
     sent: list[tuple] = []
     monkeypatch.setattr(app, "send_task", lambda *a, **k: sent.append((a, k)))
+    return sent
+
+
+def test_submit_over_the_cap_is_refused_and_records_nothing(
+    make_settings, clean_db, clean_redis, no_broker_sends
+):
+    from tasks.dispatcher import CeleryDispatcher
+
+    settings = capped(make_settings(), 2)
+    rt = Runtime(settings)
+    ledger = CommitLedger(rt.db)
+    dispatcher = CeleryDispatcher(settings, rt.db)
+    assert dispatcher.submit(make_req("bp-1")) == "bp-1"
+    assert dispatcher.submit(make_req("bp-2", session="s2")) == "bp-2"
+    with pytest.raises(BacklogFullError) as err:
+        dispatcher.submit(make_req("bp-3", session="s3"))
+    assert err.value.pending == 2 and err.value.cap == 2 and err.value.retry_after_s >= 1
+    assert ledger.get("bp-3") is None  # nothing recorded: resubmit later
+    assert len(no_broker_sends) == 2  # and nothing sent
+    assert ledger.backlog().in_flight == 2
+
+    # a commit already accepted is never refused (resubmitting is idempotent)
+    assert dispatcher.submit(make_req("bp-1")) == "bp-1"
+    assert ledger.backlog().in_flight == 2
+
+    # one finishes: its place is free, and the drain rate shows in the backlog
+    ledger.advance("bp-1", CommitPhase.REGISTERED, status="success")
+    b = ledger.backlog()
+    assert b.in_flight == 1 and b.finished_recently == 1 and b.oldest_age_s is not None
+    assert dispatcher.submit(make_req("bp-3", session="s3")) == "bp-3"
+    assert ledger.get("bp-3") is not None
+    with pytest.raises(BacklogFullError) as err:
+        dispatcher.submit(make_req("bp-4", session="s4"))
+    assert err.value.retry_after_s == 60.0  # one commit per minute drained, one over the cap
+    rt.close()
+
+
+def test_the_celery_submit_task_refuses_over_the_cap(make_settings, clean_db, clean_redis):
+    """Producers that send `ctxpipe.commit.submit` get the same refusal from the task."""
+    from tasks import commit as commit_tasks
+    from tasks.app import app
+
+    settings = capped(make_settings(), 1)
+    saved = app.conf.ctxpipe_settings
+    app.conf.ctxpipe_settings = settings
+    try:
+        rt = Runtime(settings)
+        ledger = CommitLedger(rt.db)
+        steps.submit(ledger, make_req("task-1"))
+        with pytest.raises(BacklogFullError):
+            commit_tasks.enqueue(make_req("task-2", session="s2"))
+        assert ledger.get("task-2") is None
+        rt.close()
+    finally:
+        app.conf.ctxpipe_settings = saved
+
+
+def test_api_refuses_over_the_cap_with_503_and_retry_after(
+    make_settings, clean_db, clean_redis, no_broker_sends
+):
+    from fastapi.testclient import TestClient
+
+    from ctxpipe.api import create_app
+    from ctxpipe.api.keys import KeySpec, KeyStore
+    from ctxpipe.service import ContextEngineService
+    from tasks.dispatcher import CeleryDispatcher
+
+    settings = capped(make_settings(api_key_cache_s=0.0), 1)
+    rt = Runtime(settings)
+    service = ContextEngineService(rt, CeleryDispatcher(settings, rt.db))
+    store = KeyStore(rt.db, schema=settings.db_schema, cache_s=0.0)
+    key = store.create(KeySpec(account_id="acme", user_id="rita", scopes=["commit"])).key
+    headers = {"Authorization": f"Bearer {key}"}
+    body = {"session_id": "s1", "messages": MESSAGES}
+    with TestClient(create_app(settings, service, key_store=store)) as client:
+        ok = client.post("/v1/commits", json={**body, "commit_id": "api-1"}, headers=headers)
+        assert ok.status_code == 202, ok.text
+        refused = client.post(
+            "/v1/commits", json={**body, "session_id": "s2", "commit_id": "api-2"}, headers=headers
+        )
+        assert refused.status_code == 503, refused.text
+        assert int(refused.headers["Retry-After"]) >= 1
+        err = refused.json()
+        assert set(err) == {"error"} and err["error"]["code"] == "backlog_full"
+        assert err["error"]["details"]["max_pending"] == 1
+        assert err["error"]["details"]["pending"] == 1
+        assert "nothing was recorded" in err["error"]["message"]
+        assert CommitLedger(rt.db).get("api-2") is None and len(no_broker_sends) == 1
+        # the same commit id again is accepted (idempotent), not refused
+        again = client.post("/v1/commits", json={**body, "commit_id": "api-1"}, headers=headers)
+        assert again.status_code == 202
+
+        text = client.get("/metrics").text
+        assert "ctxpipe_commits_in_flight 1.0" in text
+        assert "ctxpipe_commits_max_pending 1.0" in text
+        assert "ctxpipe_commits_oldest_in_flight_seconds" in text
+        assert 'ctxpipe_queue_messages{queue="commit"}' in text
+
+
+def test_metrics_export_cost_per_phase_as_counters(make_settings, clean_db, clean_redis):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from ctxpipe.api.app import pipeline_collector
+    from ctxpipe.api.metrics import ApiMetrics
+    from ctxpipe.service import ContextEngineService
 
     settings = make_settings()
-    settings = settings.model_copy(
-        update={"commit": settings.commit.model_copy(update={"max_backlog": 3})}
-    )
     rt = Runtime(settings)
-    broker = redis.Redis.from_url(settings.redis_url)
-    broker.rpush("extract", *[b"{}"] * 5)  # a backlog the workers have not drained
-    dispatcher = CeleryDispatcher(settings, rt.db)
-    with pytest.raises(BacklogFullError) as err:
-        dispatcher.submit(make_req("bp-1"))
-    assert err.value.depth == 5 and err.value.cap == 3
-    assert CommitLedger(rt.db).get("bp-1") is None  # nothing recorded: resubmit later
-    assert sent == []
-
-    broker.delete("extract")  # drained
-    dispatcher._gate._last = None  # the next reading is fresh, not the cached one
-    assert dispatcher.submit(make_req("bp-1")) == "bp-1"
-    assert CommitLedger(rt.db).get("bp-1") is not None and len(sent) == 1
-    broker.close()
+    ledger = CommitLedger(rt.db)
+    run_steps(rt, ledger, make_req("m-1"))
+    metrics = ApiMetrics()
+    metrics.add_pipeline(pipeline_collector(settings, ContextEngineService(rt)))
+    families = {f.name: f for f in text_string_to_metric_families(metrics.exposition().decode())}
+    stats = ledger.get("m-1").result["stats"]  # type: ignore[union-attr]
+    calls = {s.labels["phase"]: s.value for s in families["ctxpipe_llm_calls"].samples}
+    assert families["ctxpipe_llm_calls"].type == "counter"
+    assert calls == {k: v["calls"] for k, v in stats["llm_by_phase"].items()}
+    prompt = families["ctxpipe_llm_prompt_tokens"].samples
+    assert sum(s.value for s in prompt) == stats["llm_prompt_tokens"]
+    assert families["ctxpipe_committed_messages"].samples[0].value == len(MESSAGES)
+    assert families["ctxpipe_commits_in_flight"].samples[0].value == 0
     rt.close()
 
 
@@ -128,6 +240,56 @@ def test_cli_shows_cost_per_phase_backlog_and_aggregate(make_settings, clean_db,
     st = json.loads(out.stdout)
     assert st["commit_backlog"]["in_flight"] == 1
     assert st["llm_cost"]["commits"] == 1 and st["llm_cost"]["llm_calls"] >= 5
+    by_phase = st["llm_cost"]["by_phase"]
+    assert sum(p["calls"] for p in by_phase.values()) == st["llm_cost"]["llm_calls"]
+    assert st["commit_backlog"]["max_pending"] == settings.commit.max_pending
     out = runner.invoke(app, ["status"], env=env)
     assert "1 in flight" in out.stdout and "calls and" in out.stdout
+    assert "by phase" in out.stdout and "extract_profile" in out.stdout
+
+    out = runner.invoke(app, ["commits", "show", "cli-1", "--json"], env=env)
+    shown = json.loads(out.stdout)["result"]["stats"]
+    assert shown["llm_by_phase"]["archive"]["calls"] >= 1
+    assert sum(p["calls"] for p in shown["llm_by_phase"].values()) == shown["llm_calls"]
+    rt.close()
+
+
+def test_cli_commit_over_the_cap_says_why_and_exits_75(
+    make_settings, clean_db, clean_redis, no_broker_sends, tmp_path
+):
+    import json
+
+    from typer.testing import CliRunner
+
+    from ctxpipe.cli import app
+
+    settings = make_settings()
+    rt = Runtime(settings)
+    steps.submit(CommitLedger(rt.db), make_req("cli-bp-1"))
+    session = tmp_path / "session.json"
+    session.write_text(
+        json.dumps(
+            {
+                "account_id": "acme",
+                "user_id": "rita",
+                "session_id": "s9",
+                "commit_id": "cli-bp-2",
+                "messages": MESSAGES,
+            }
+        )
+    )
+    env = {
+        "CTXPIPE_DATABASE_URL": settings.database_url,
+        "CTXPIPE_FS_ROOT": str(settings.fs_root),
+        "CTXPIPE_REDIS_URL": settings.redis_url,
+        "CTXPIPE_COMMIT__MAX_PENDING": "1",
+    }
+    out = CliRunner().invoke(app, ["commit", str(session)], env=env)
+    assert out.exit_code == 75, out.output
+    assert "commit backlog full" in out.output and "submit again in" in out.output
+    assert CommitLedger(rt.db).get("cli-bp-2") is None and no_broker_sends == []
+    out = CliRunner().invoke(app, ["status", "--json"], env=env)
+    backlog = json.loads(out.stdout)["commit_backlog"]
+    assert backlog["in_flight"] == 1 and backlog["max_pending"] == 1
+    assert backlog["oldest_age_s"] >= 0 and "drain_per_s" in backlog
     rt.close()

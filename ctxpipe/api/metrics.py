@@ -75,11 +75,11 @@ class PipelineCollector(Collector):
         for status, n in sorted(outbox.items()):
             events.add_metric([status], n)
         yield events
-        backlog = GaugeMetricFamily(
+        waiting = GaugeMetricFamily(
             "ctxpipe_outbox_backlog", "Outbox events not indexed yet (pending, claimed, failed)"
         )
-        backlog.add_metric([], sum(outbox.get(s, 0) for s in ("pending", "claimed", "failed")))
-        yield backlog
+        waiting.add_metric([], sum(outbox.get(s, 0) for s in ("pending", "claimed", "failed")))
+        yield waiting
         age = GaugeMetricFamily(
             "ctxpipe_outbox_oldest_pending_seconds",
             "Age of the oldest outbox event still waiting (0 when none)",

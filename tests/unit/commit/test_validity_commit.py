@@ -3,10 +3,14 @@ closes the fact it replaces (valid until that session, superseded by the new fac
 
 from __future__ import annotations
 
+from typing import Any
+
 from conftest import commit, request
 
 from ctxpipe.core.enums import CommitStatus
 from ctxpipe.core.validity import line_holds, parse_as_of
+from ctxpipe.providers.base import run_sync
+from ctxpipe.providers.rules import RulesLLM
 from ctxpipe.providers.rules.facts import parse_lines
 
 PROFILE = "ctx://acme/users/alice/memories/profile"
@@ -66,3 +70,46 @@ def test_a_replayed_merge_changes_nothing(make_components):
     commit(comp, request(LISBON, session="s2", commit_id="c3"))  # the same session again
     after = comp.fs.read_node(PROFILE)
     assert (after.overview, after.content) == (before.overview, before.content)
+
+
+class CarelessMergeLLM:
+    """The rules LLM, except that its merges read like a model's: the dates of the lines it
+    copies are dropped and the replaced fact is only marked superseded."""
+
+    name = "careless"
+
+    def __init__(self) -> None:
+        self._inner = RulesLLM()
+
+    async def complete_json(self, prompt_id, variables, schema, ctx=None, usage=None):  # type: ignore[no-untyped-def]
+        if prompt_id != "policy.merge_bundle" or variables["category"] != "profile":
+            return await self._inner.complete_json(prompt_id, variables, schema, ctx, usage)
+        lines = (
+            "- works as a nurse [s1:m1]\n"
+            "- lives in Berlin [s1:m1] (superseded: lives in Lisbon)\n"
+            "- lives in Lisbon [n1]"
+        )
+        return schema.model_validate(
+            {
+                "abstract": "User: works as a nurse; lives in Lisbon",
+                "overview": lines,
+                "content": lines,
+                "reason": "moved",
+                "conflicts": ["lives in Berlin -> lives in Lisbon"],
+            }
+        )
+
+    def complete_json_sync(self, *a: Any, **k: Any) -> Any:
+        return run_sync(self.complete_json(*a, **k))
+
+
+def test_a_models_merge_is_dated_like_the_rules_one(make_components):
+    comp = make_components(llm=CarelessMergeLLM())
+    commit(comp, request(BERLIN, commit_id="c1"))
+    commit(comp, request(LISBON, session="s2", commit_id="c2"))
+    facts = {f.text: f for f in parse_lines(comp.fs.read_node(PROFILE).overview)}
+    berlin, lisbon = facts["lives in Berlin"], facts["lives in Lisbon"]
+    assert (berlin.valid_from, berlin.valid_to) == ("2023-05-01", "2023-07-01")
+    assert berlin.superseded == "lives in Lisbon"
+    assert (lisbon.valid_from, lisbon.valid_to) == ("2023-07-01", "")
+    assert facts["works as a nurse"].valid_from == "2023-05-01"

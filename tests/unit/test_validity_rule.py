@@ -206,3 +206,14 @@ def test_find_keeps_the_lines_that_hold() -> None:
     # other memories and session archives are not dated
     assert _holds(_row(2, "entities"), closed, None)
     assert _holds({**_row(2), "context_type": "session"}, closed, None)
+
+
+def test_the_client_sends_as_of_as_an_iso_date() -> None:
+    from ctxpipe.client import _calls as calls
+
+    who = {"user_id": "ann"}
+    assert calls.find(who, "q", 5, as_of=D("2023-06-01")).body["as_of"] == "2023-06-01"
+    assert "as_of" not in calls.find(who, "q", 5, as_of=None).body
+    ctx_call = calls.build_context(who, "q", None, None, "default", "", True, D("2023-06-01"))
+    assert ctx_call.body["as_of"] == "2023-06-01"
+    assert calls.search(who, "q", None, None, "2023-06-01").body["as_of"] == "2023-06-01"

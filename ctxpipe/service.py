@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import date
 from functools import cached_property
 from typing import Any, Protocol, TypedDict, Unpack
 
@@ -209,9 +210,11 @@ class ContextEngineService:
         min_score: float = 0.0,
         tags: list[str] | None = None,
         budget_tokens: int | None = None,
+        as_of: date | str | None = None,
     ) -> FindResult:
         """Hybrid find within what `ctx` may see, grouped by context type (`tags`: only
-        nodes that carry every one of them; `budget_tokens`: no more hits than fit in it)."""
+        nodes that carry every one of them; `budget_tokens`: no more hits than fit in it;
+        `as_of`: profile and preference facts valid on that date instead of now)."""
         return self.read_path.find(
             query,
             ctx,
@@ -222,6 +225,7 @@ class ContextEngineService:
             context_types=context_types,
             min_score=min_score,
             tags=tags,
+            as_of=as_of,
         )
 
     def find_tags(self, ctx: RequestContext, prefix: str = "", limit: int = 50) -> list[TagCount]:
@@ -235,9 +239,10 @@ class ContextEngineService:
         recent: list[Message] | list[dict] | None = None,
         *,
         scopes: list[str] | None = None,
+        as_of: date | str | None = None,
     ) -> SearchResult:
         """Intent analysis + hierarchical retrieval (the trajectory is in the result)."""
-        return self.read_path.search(query, ctx, recent or [], scopes=scopes)
+        return self.read_path.search(query, ctx, recent or [], scopes=scopes, as_of=as_of)
 
     def build_context(
         self,
@@ -249,8 +254,10 @@ class ContextEngineService:
         *,
         system_prompt: str = "",
         incremental: bool = True,
+        as_of: date | str | None = None,
     ) -> ContextResult:
-        """A prompt context of at most `budget` tokens (incremental per session)."""
+        """A prompt context of at most `budget` tokens (incremental per session; `as_of`:
+        profile and preference facts valid on that date instead of now)."""
         req = ContextRequest.model_validate(
             {
                 "query": query,
@@ -259,6 +266,7 @@ class ContextEngineService:
                 "profile": profile,
                 "system_prompt": system_prompt,
                 "incremental": incremental,
+                "as_of": as_of or None,
             }
         )
         return self.read_path.build_context(req, ctx)

@@ -3,6 +3,7 @@ models)."""
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -12,6 +13,7 @@ from ctxpipe.core.models import CommitOptions, CommitResult
 from ctxpipe.core.session import Message, ToolUse
 
 _ID = Field(None, max_length=128)
+AS_OF = "profile and preference facts valid on this date (YYYY-MM-DD); omitted: valid now"
 
 
 class Identity(BaseModel):
@@ -65,12 +67,14 @@ class FindIn(Identity):
     context_types: list[str] | None = Field(None, max_length=10)
     min_score: float = Field(0.0, ge=-1.0, le=1.0)
     tags: list[str] | None = Field(None, max_length=50)
+    as_of: date | None = Field(None, description=AS_OF)
 
 
 class SearchIn(Identity):
     query: str = Field(min_length=1, max_length=8000)
     recent: list[Message] = Field(default_factory=list, max_length=200)
     scopes: list[str] | None = Field(None, max_length=50)
+    as_of: date | None = Field(None, description=AS_OF)
 
 
 class ContextIn(Identity):
@@ -80,6 +84,7 @@ class ContextIn(Identity):
     profile: str = Field("default", max_length=64)
     system_prompt: str = Field("", max_length=100_000)
     incremental: bool = True
+    as_of: date | None = Field(None, description=AS_OF)
 
 
 class ReadOut(BaseModel):

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from ctxpipe.cli.app import app, console, emit_json, handle_errors, settings
 from ctxpipe.core.session import Message, RequestContext
+from ctxpipe.core.validity import parse_as_of
 from ctxpipe.retrieval.models import FindHit
 
 QueryArg = Annotated[str, typer.Argument(help="what to look for")]
@@ -31,6 +32,14 @@ ScopeOpt = Annotated[
 ]
 CategoryOpt = Annotated[
     list[str] | None, typer.Option("--category", "-c", help="memory category (repeatable)")
+]
+AsOfOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--as-of",
+        metavar="YYYY-MM-DD",
+        help="profile and preference facts valid on this date (default: valid now)",
+    ),
 ]
 TypeOpt = Annotated[
     list[str] | None,
@@ -100,6 +109,7 @@ def find_cmd(
         int | None,
         typer.Option("--budget", "-b", min=1, help="at most this many tokens of hits in all"),
     ] = None,
+    as_of: AsOfOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Hybrid find (vector + full text, fused), grouped by context type."""
@@ -115,6 +125,7 @@ def find_cmd(
             min_score=min_score,
             tags=tag,
             budget_tokens=budget,
+            as_of=parse_as_of(as_of),
         )
     finally:
         _close(svc)
@@ -144,12 +155,15 @@ def search_cmd(
     session: SessionOpt = "cli",
     scope: ScopeOpt = None,
     trajectory: Annotated[bool, typer.Option("--trajectory", help="show drill-down")] = False,
+    as_of: AsOfOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Intent analysis into typed queries, then hierarchical retrieval for each."""
     svc = _service()
     try:
-        res = svc.search(query, _ctx(account, user, agent, session), scopes=scope)
+        res = svc.search(
+            query, _ctx(account, user, agent, session), scopes=scope, as_of=parse_as_of(as_of)
+        )
     finally:
         _close(svc)
     if as_json:
@@ -202,6 +216,7 @@ def context_cmd(
     ] = None,
     full: Annotated[bool, typer.Option("--full", help="no incremental reuse")] = False,
     show_text: Annotated[bool, typer.Option("--text/--no-text", help="print the context")] = True,
+    as_of: AsOfOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Build a token-budgeted context (incremental across calls of the same session)."""
@@ -215,6 +230,7 @@ def context_cmd(
             profile,
             system_prompt=system,
             incremental=not full,
+            as_of=parse_as_of(as_of),
         )
     finally:
         _close(svc)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -60,8 +61,14 @@ def get_commit(commit_id: str) -> Call:
     return Call("GET", f"/v1/commits/{commit_id}", CommitStatus.model_validate)
 
 
+def _day(value: date | str | None) -> str | None:
+    """`as_of` as the API takes it (YYYY-MM-DD)."""
+    return value.isoformat() if isinstance(value, date) else value
+
+
 def find(who: dict[str, str], query: str, top_k: int, **filters: Any) -> Call:
     body = {**who, "query": query, "top_k": top_k}
+    filters["as_of"] = _day(filters.get("as_of"))
     body.update({k: v for k, v in filters.items() if v is not None})
     return Call("POST", "/v1/find", FindResult.model_validate, body=body)
 
@@ -71,10 +78,13 @@ def search(
     query: str,
     recent: list[Message] | list[dict[str, Any]] | None,
     scopes: list[str] | None,
+    as_of: date | str | None = None,
 ) -> Call:
     body: dict[str, Any] = {**who, "query": query, "recent": messages_json(recent or [])}
     if scopes is not None:
         body["scopes"] = scopes
+    if as_of is not None:
+        body["as_of"] = _day(as_of)
     return Call("POST", "/v1/search", SearchResult.model_validate, body=body)
 
 
@@ -86,6 +96,7 @@ def build_context(
     profile: str,
     system_prompt: str,
     incremental: bool,
+    as_of: date | str | None = None,
 ) -> Call:
     body: dict[str, Any] = {
         **who,
@@ -97,6 +108,8 @@ def build_context(
     }
     if budget is not None:
         body["budget"] = budget
+    if as_of is not None:
+        body["as_of"] = _day(as_of)
     return Call("POST", "/v1/context", ContextResult.model_validate, body=body)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import date
 from typing import Any
 
 import httpx
@@ -117,11 +118,13 @@ class AsyncCtxClient:
         user_id: str | None = None,
         agent_id: str | None = None,
         session_id: str | None = None,
+        as_of: date | str | None = None,
         **filters: Any,
     ) -> FindResult:
-        """`filters`: scopes, categories, context_types, min_score, tags."""
+        """`filters`: scopes, categories, context_types, min_score, tags; `as_of`: profile
+        and preference facts valid on that date (a date or YYYY-MM-DD) instead of now."""
         who = self.defaults.who(user_id, agent_id, session_id)
-        return await self._run(calls.find(who, query, top_k, **filters))
+        return await self._run(calls.find(who, query, top_k, as_of=as_of, **filters))
 
     async def search(
         self,
@@ -132,9 +135,10 @@ class AsyncCtxClient:
         user_id: str | None = None,
         agent_id: str | None = None,
         session_id: str | None = None,
+        as_of: date | str | None = None,
     ) -> SearchResult:
         who = self.defaults.who(user_id, agent_id, session_id)
-        return await self._run(calls.search(who, query, recent, scopes))
+        return await self._run(calls.search(who, query, recent, scopes, as_of))
 
     async def build_context(
         self,
@@ -148,10 +152,12 @@ class AsyncCtxClient:
         user_id: str | None = None,
         agent_id: str | None = None,
         session_id: str | None = None,
+        as_of: date | str | None = None,
     ) -> ContextResult:
+        """`as_of`: profile and preference facts valid on that date instead of now."""
         who = self.defaults.who(user_id, agent_id, session_id)
         call = calls.build_context(
-            who, query, messages, budget, profile, system_prompt, incremental
+            who, query, messages, budget, profile, system_prompt, incremental, as_of
         )
         return await self._run(call)
 

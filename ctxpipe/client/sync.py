@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import date
 from typing import Any
 
 import httpx
@@ -112,11 +113,13 @@ class CtxClient:
         user_id: str | None = None,
         agent_id: str | None = None,
         session_id: str | None = None,
+        as_of: date | str | None = None,
         **filters: Any,
     ) -> FindResult:
-        """`filters`: scopes, categories, context_types, min_score, tags."""
+        """`filters`: scopes, categories, context_types, min_score, tags; `as_of`: profile
+        and preference facts valid on that date (a date or YYYY-MM-DD) instead of now."""
         who = self.defaults.who(user_id, agent_id, session_id)
-        return self._run(calls.find(who, query, top_k, **filters))
+        return self._run(calls.find(who, query, top_k, as_of=as_of, **filters))
 
     def search(
         self,
@@ -127,9 +130,10 @@ class CtxClient:
         user_id: str | None = None,
         agent_id: str | None = None,
         session_id: str | None = None,
+        as_of: date | str | None = None,
     ) -> SearchResult:
         who = self.defaults.who(user_id, agent_id, session_id)
-        return self._run(calls.search(who, query, recent, scopes))
+        return self._run(calls.search(who, query, recent, scopes, as_of))
 
     def build_context(
         self,
@@ -143,10 +147,12 @@ class CtxClient:
         user_id: str | None = None,
         agent_id: str | None = None,
         session_id: str | None = None,
+        as_of: date | str | None = None,
     ) -> ContextResult:
+        """`as_of`: profile and preference facts valid on that date instead of now."""
         who = self.defaults.who(user_id, agent_id, session_id)
         call = calls.build_context(
-            who, query, messages, budget, profile, system_prompt, incremental
+            who, query, messages, budget, profile, system_prompt, incremental, as_of
         )
         return self._run(call)
 

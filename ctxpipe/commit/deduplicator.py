@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ctxpipe.commit.policies.base import MERGEABLE, PlanContext, candidate_patch
+from ctxpipe.commit.policies.base import MERGEABLE, PlanContext, candidate_patch, dated_patch
 from ctxpipe.core.config import DedupConfig
 from ctxpipe.core.enums import DedupDecision, WriteAction
 from ctxpipe.core.errors import CtxError
@@ -109,7 +109,7 @@ class CandidateDeduplicator:
         # 2. routed URI
         existing = self.read(uri)
         if existing is not None:
-            patch = candidate_patch(c)
+            patch = dated_patch(c, candidate_patch(c))
             if existing.content_hash == content_hash(
                 patch["abstract"], patch["overview"], patch["content"]
             ):

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from ctxpipe.commit.policies.base import APPLIED_COMMITS_KEY
 from ctxpipe.core.uri import CtxURI
+from ctxpipe.core.validity import strip_dates
 from ctxpipe.fs import ContextFS
 from ctxpipe.retrieval.text import STOPWORDS, stem
 
@@ -49,7 +50,7 @@ def prefix_of(tag: str) -> str:
 
 def candidate_tags(text: str) -> list[str]:
     """Atomic lowercase tags for `text`, most salient first (no vocabulary applied)."""
-    clean = _MARKER_RE.sub(" ", text)
+    clean = _MARKER_RE.sub(" ", strip_dates(text))
     counts: Counter[str] = Counter()
     proper: set[str] = set()
     first: dict[str, int] = {}

@@ -69,10 +69,12 @@ def build_server(
         user_id: str | None = None,
         agent_id: str | None = None,
         session_id: str | None = None,
+        as_of: str | None = None,
     ) -> dict[str, Any]:
-        """Hybrid find over the user's memories, the agent's and the user's sessions."""
+        """Hybrid find over the user's memories, the agent's and the user's sessions
+        (`as_of` YYYY-MM-DD: profile and preference facts as they held on that date)."""
         who = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
-        res = await run(ctx, who, lambda c: c.find(query, top_k))
+        res = await run(ctx, who, lambda c: c.find(query, top_k, as_of=as_of))
         hits = [h.model_dump(mode="json", include=_HIT) for h in res.hits]
         return {"query": query, "hits": hits}
 
@@ -83,10 +85,12 @@ def build_server(
         user_id: str | None = None,
         agent_id: str | None = None,
         session_id: str | None = None,
+        as_of: str | None = None,
     ) -> dict[str, Any]:
-        """Intent analysis into typed queries, then hierarchical retrieval for each."""
+        """Intent analysis into typed queries, then hierarchical retrieval for each
+        (`as_of` YYYY-MM-DD: facts as they held on that date)."""
         who = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
-        res = await run(ctx, who, lambda c: c.search(query))
+        res = await run(ctx, who, lambda c: c.search(query, as_of=as_of))
         return {
             "query": query,
             "reasoning": res.reasoning,
@@ -101,11 +105,12 @@ def build_server(
         user_id: str | None = None,
         agent_id: str | None = None,
         session_id: str | None = None,
+        as_of: str | None = None,
     ) -> dict[str, Any]:
         """A prompt context of at most `budget` tokens for the query (incremental per
-        session)."""
+        session; `as_of` YYYY-MM-DD: facts as they held on that date)."""
         who = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
-        res = await run(ctx, who, lambda c: c.build_context(query, budget=budget))
+        res = await run(ctx, who, lambda c: c.build_context(query, budget=budget, as_of=as_of))
         return {"text": res.text, "total_tokens": res.total_tokens, "cited": res.cited_refs}
 
     @server.tool()

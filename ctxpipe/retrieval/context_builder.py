@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from datetime import date
 
 from ctxpipe.core.llm_schemas import TypedQuery
 from ctxpipe.core.session import RequestContext
@@ -139,7 +140,7 @@ class ContextBuilder:
             retrieval_items = [h.model_dump() | {"chunk_text": h.chunk_text} for h in found_hits]
             retrieval_reused = reuse
             timings["retrieve"] = (time.perf_counter() - t1) * 1000
-            cands = self._candidates(req, ctx, found_hits, conv)
+            cands = self._candidates(req, ctx, found_hits, conv, filters.as_of)
             turns = sum(1 for m in req.messages if m.role == "user")
             budget = self.allocator.allocate(
                 total,
@@ -237,6 +238,7 @@ class ContextBuilder:
         ctx: RequestContext,
         hits: Sequence[FindHit],
         conv: list[Candidate],
+        as_of: date | None = None,
     ) -> list[Candidate]:
         cands: list[Candidate] = []
         if req.system_prompt.strip():
@@ -257,6 +259,7 @@ class ContextBuilder:
                     ctx.user_space,
                     self.config.memory_top_k,
                     self.fs,
+                    as_of,
                 )
             except Exception as exc:  # noqa: BLE001 - preferences are optional context
                 log.warning("user preferences unavailable: %s", exc)
@@ -264,13 +267,18 @@ class ContextBuilder:
         memory = [h for h in hits if h.context_type == "memory" and h.uri not in taken]
         other = [h for h in hits if h.context_type != "memory"]
         cands += hit_candidates(
-            memory[: self.config.memory_top_k], "long_term", int(ContextPriority.EPISODIC), self.fs
+            memory[: self.config.memory_top_k],
+            "long_term",
+            int(ContextPriority.EPISODIC),
+            self.fs,
+            as_of=as_of,
         )
         cands += hit_candidates(
             other[: self.config.retrieval_top_k],
             "retrieval",
             int(ContextPriority.RETRIEVAL),
             self.fs,
+            as_of=as_of,
         )
         for c in conv:
             c.section = "short_term"

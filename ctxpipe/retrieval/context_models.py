@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 from pydantic import BaseModel, Field
 
 from ctxpipe.core.session import Message
@@ -26,6 +28,9 @@ class ContextRequest(BaseModel):
     profile: str = "default"
     system_prompt: str = ""
     incremental: bool = True
+    as_of: date | None = Field(
+        None, description="profile and preference facts valid on this date (None: now)"
+    )
 
 
 class ContextItem(BaseModel):

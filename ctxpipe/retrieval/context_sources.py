@@ -5,16 +5,22 @@ the lines of an archive that matched); view 1 is the node's L1 (a memory's overv
 session archive, the whole matched chunk; view 2 is the node's L2 content. Views past 0 are
 read from the FS only when the builder has budget left to expand the item. A view is a list of
 units (lines), each with the message ids it cites, so a truncated view cites only what it keeps.
+
+The lines of a profile or preference memory are kept only while their fact is valid — now, or
+as of the request's date (`ctxpipe.core.validity`); as of a date before the session that last
+wrote such a memory, its L0 line (what holds now) gives way to the lines that held then.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import date
 
 from ctxpipe.core.errors import CtxError
 from ctxpipe.core.session import Message
+from ctxpipe.core.validity import TEMPORAL_CATEGORIES, as_of_view, line_holds, synthesis_holds
 from ctxpipe.fs import ContextFS
 from ctxpipe.retrieval.budget import ContextPriority
 from ctxpipe.retrieval.hierarchical import hit_key
@@ -113,8 +119,10 @@ def preference_candidates(
     user_space: str,
     limit: int,
     fs: ContextFS | None = None,
+    as_of: date | None = None,
 ) -> list[Candidate]:
-    """The user's profile and preference memories, newest first (query independent)."""
+    """The user's profile and preference memories, newest first (query independent); as of a
+    date, what they said then."""
     with db.connection() as conn:
         rows = conn.execute(
             Queries(schema)["retrieval_profile_nodes"],
@@ -131,6 +139,13 @@ def preference_candidates(
         if not line:
             continue
         refs = [str(r) for r in refs or []]
+        first = [Unit(line[0], refs)]
+        if as_of is not None and fs is not None:
+            then = _views_then(fs, uri, as_of)
+            if then is not None:
+                if not then:
+                    continue  # nothing of it was known yet
+                first = then
         out.append(
             Candidate(
                 key=f"{uri}#0.0",
@@ -139,16 +154,35 @@ def preference_candidates(
                 score=1.0 / (1 + i),
                 order=i,
                 uri=uri,
-                views=[[Unit(line[0], refs)]],
-                loader=_memory_loader(fs, uri) if fs is not None else None,
+                views=[first],
+                loader=_memory_loader(fs, uri, as_of) if fs is not None else None,
             )
         )
     return out
 
 
+def _views_then(fs: ContextFS, uri: str, as_of: date) -> View | None:
+    """None when the node's L0 line held on `as_of`; else the L1 lines that held then."""
+    node = fs.read_node(uri)
+    if synthesis_holds(node.metadata.get("observed_at"), as_of):
+        return None
+    return valid_units(split_units(node.overview, list(node.source_refs), derived=True), as_of)
+
+
+def valid_units(units: Sequence[Unit], as_of: date | None) -> View:
+    """The lines of a profile or preference memory whose fact holds now or on `as_of`, each
+    as it read then."""
+    return [replace(u, text=as_of_view(u.text, as_of)) for u in units if line_holds(u.text, as_of)]
+
+
 # ------------------------------------------------------------------ retrieved hits
 def hit_candidates(
-    hits: Sequence[FindHit], section: str, priority: int, fs: ContextFS | None, start: int = 0
+    hits: Sequence[FindHit],
+    section: str,
+    priority: int,
+    fs: ContextFS | None,
+    start: int = 0,
+    as_of: date | None = None,
 ) -> list[Candidate]:
     out: list[Candidate] = []
     for i, h in enumerate(hits):
@@ -159,7 +193,7 @@ def hit_candidates(
         if h.context_type == "session":
             loader = _session_loader(fs, h)
         elif fs is not None:
-            loader = _memory_loader(fs, h.uri)
+            loader = _memory_loader(fs, h.uri, as_of)
         out.append(
             Candidate(
                 key=hit_key(h),
@@ -175,18 +209,28 @@ def hit_candidates(
     return out
 
 
-def _memory_loader(fs: ContextFS | None, uri: str) -> Callable[[], list[View]]:
+def _memory_loader(
+    fs: ContextFS | None, uri: str, as_of: date | None = None
+) -> Callable[[], list[View]]:
     def load() -> list[View]:
         if fs is None:
             return []
         node = fs.read_node(uri)
         refs = list(node.source_refs)
         head = split_units(node.abstract, refs, derived=True)[:1]
+        temporal = node.category in TEMPORAL_CATEGORIES
+        if temporal and not synthesis_holds(node.metadata.get("observed_at"), as_of):
+            head = []
+
+        def lines(text: str) -> View:
+            units = split_units(text, refs, derived=True)
+            return valid_units(units, as_of) if temporal else units
+
         views: list[View] = []
         if node.overview.strip():
-            views.append(head + split_units(node.overview, refs, derived=True))
+            views.append(head + lines(node.overview))
         if node.content.strip():
-            views.append(head + split_units(node.content, refs, derived=True))
+            views.append(head + lines(node.content))
         return views
 
     return load
@@ -217,4 +261,5 @@ __all__ = [
     "hit_candidates",
     "preference_candidates",
     "render",
+    "valid_units",
 ]

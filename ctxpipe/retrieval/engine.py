@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import date
 from typing import Any, Protocol
 
 from psycopg.rows import dict_row
@@ -15,6 +16,7 @@ from ctxpipe.core.caches import LockedCache
 from ctxpipe.core.config import Settings
 from ctxpipe.core.models import NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message, RequestContext
+from ctxpipe.core.validity import parse_as_of
 from ctxpipe.fs import ContextFS, FSRelationStore
 from ctxpipe.fs.history import HistoryEntry
 from ctxpipe.fs.session_owner import SessionOwners
@@ -146,10 +148,11 @@ class ReadPath:
         context_types: Sequence[str] | None = None,
         min_score: float = 0.0,
         tags: Sequence[str] | None = None,
+        as_of: date | str | None = None,
     ) -> FindFilters:
         """The filters of a request: its account, the owner spaces it may see, and the
         caller's narrowing (URI prefixes, categories, context types, tags: nodes carrying
-        every one of them)."""
+        every one of them; `as_of`: the facts valid on that date instead of now)."""
         prefixes = None
         if scopes:
             prefixes = []
@@ -165,6 +168,7 @@ class ReadPath:
             categories=list(categories) if categories else None,
             context_types=list(context_types) if context_types else None,
             min_score=min_score,
+            as_of=parse_as_of(as_of),
         )
 
     def spaces(self, ctx: RequestContext) -> list[str]:
@@ -247,7 +251,7 @@ class ReadPath:
         return res
 
     def build_context(self, req: ContextRequest, ctx: RequestContext) -> ContextResult:
-        filters = self.filters_for(ctx)
+        filters = self.filters_for(ctx, as_of=req.as_of)
         res = self.builder.build(req, ctx, filters)
         sessions = _sessions(filters)
         for section in res.sections:

@@ -12,6 +12,10 @@ returning the sentences that match — each citing the turns it comes from.
    memory line up to ``snippet_tokens`` (`snippets.grow_snippet`), who said it and when (an
    archive line) or the date it is about (a memory), and, for a line of a memory's L1/L2, the
    memory's L0 line;
+   a line of a profile or preference memory is a hit only while its fact is valid — now, or
+   on ``filters.as_of`` (`ctxpipe.core.validity`) — checked before the ``top_k`` and budget
+   cuts, so a closed fact leaves no hole; as of a date, a line reads as it did then and the
+   memory's L0 line (a synthesis of what holds now) comes with it only when it held then;
 4. results are grouped by context type; each returned node records a recall (in the
    background, seed 002: recording never slows down or fails a read).
 
@@ -24,10 +28,17 @@ import asyncio
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import date
 from typing import Any
 
 import numpy as np
 
+from ctxpipe.core.validity import (
+    TEMPORAL_CATEGORIES,
+    as_of_view,
+    split_annotation,
+    synthesis_holds,
+)
 from ctxpipe.providers.base import Embedder
 from ctxpipe.retrieval.config import FindConfig
 from ctxpipe.retrieval.find_sql import CandidateStore
@@ -116,7 +127,7 @@ class HybridFinder:
         rows = [r for r in cand.rows if float(r.get("sim") or 0.0) >= filters.min_score]
         bonus = self._graph_ranking(filters.account_id, rows)
         qv = np.asarray(qvec, dtype=np.float32)
-        hits = self._hits(rows, qv, k, cand.idf, budget_tokens, bonus)
+        hits = self._hits(rows, qv, k, cand.idf, budget_tokens, bonus, filters.as_of)
         timings["rank"] = (time.perf_counter() - t1) * 1000
         if hits and (cfg.record_recalls if record is None else record) and self.recall_stats:
             self.recall_stats.record_hits_later(filters.account_id, hits)
@@ -147,6 +158,7 @@ class HybridFinder:
         idf: dict[str, float],
         budget_tokens: int | None = None,
         row_bonus: np.ndarray | None = None,
+        as_of: date | None = None,
     ) -> list[FindHit]:
         if not rows:
             return []
@@ -171,10 +183,15 @@ class HybridFinder:
         texts: set[str] = set()
         per_uri: dict[str, int] = {}
         left = budget_tokens if budget_tokens is not None else -1
+        valid: dict[int, bool] = {}  # line -> its fact holds (the sentences share it)
         for s in ranked:
             if len(hits) >= top_k or left == 0:
                 break
             row = rows[s.row]
+            if s.line not in valid:
+                valid[s.line] = _holds(row, ex.lines[s.line], as_of)
+            if not valid[s.line]:
+                continue  # a closed fact (or one not yet true): not a hit, not a hole
             uri = str(row["uri"])
             refs = list(s.unit.refs)
             norm = " ".join(s.unit.text.lower().split())
@@ -185,7 +202,7 @@ class HybridFinder:
             texts.add(norm)
             cited.update(refs)
             per_uri[uri] = per_uri.get(uri, 0) + 1
-            hit = self._hit(row, s, ex.lines[s.line])
+            hit = self._hit(row, s, ex.lines[s.line], as_of)
             if left >= 0:
                 if hit.tokens > left:
                     if left < _MIN_CUT_TOKENS:
@@ -221,13 +238,22 @@ class HybridFinder:
         cut.tokens = self.counter.count(cut.returned_text())
         return cut
 
-    def _hit(self, row: dict[str, Any], s: Sentence, line: Unit) -> FindHit:
+    def _hit(
+        self, row: dict[str, Any], s: Sentence, line: Unit, as_of: date | None = None
+    ) -> FindHit:
         text = grow_snippet(line, s.unit, self.config.snippet_tokens, self.counter)
         level = int(row["level"])
         ctype = str(row["context_type"] or "memory")
+        when = hit_date(s.unit, row)
+        temporal = _temporal(row)
+        if temporal:
+            text = as_of_view(text, as_of)
+            when = split_annotation(line.text)[1].valid_from or when
         abstract = ""
         if level == 0:
             abstract = text
+        elif temporal and not synthesis_holds(row.get("observed_at"), as_of):
+            pass  # the L0 line says what holds now, not what held then
         elif ctype != "session":  # a memory's L1/L2 line comes with its L0 line
             lines = (row.get("abstract_text") or "").strip().splitlines()
             abstract = self.counter.truncate(lines[0], self.config.abstract_tokens) if lines else ""
@@ -255,12 +281,29 @@ class HybridFinder:
             source_refs=list(s.unit.refs),
             role=s.unit.role or ("" if ctype == "session" else "memory"),
             speaker=s.unit.speaker,
-            date=hit_date(s.unit, row),
+            date=when,
             node_version=int(row.get("node_version") or 0),
             chunk_text=str(row.get("text_content") or ""),
         )
         hit.tokens = self.counter.count(hit.returned_text())
         return hit
+
+
+def _temporal(row: dict[str, Any]) -> bool:
+    """A row of a memory whose facts carry validity (a profile or preference memory)."""
+    return row.get("context_type") != "session" and str(row.get("category") or "") in (
+        TEMPORAL_CATEGORIES
+    )
+
+
+def _holds(row: dict[str, Any], line: Unit, as_of: date | None) -> bool:
+    """Does this line of a candidate chunk hold now (`as_of` None) or on `as_of`? Lines of
+    other memories always do; a memory's L0 line holds from the session that last wrote it."""
+    if not _temporal(row):
+        return True
+    if int(row["level"]) == 0:
+        return synthesis_holds(row.get("observed_at"), as_of)
+    return split_annotation(line.text)[1].holds(as_of)
 
 
 __all__ = ["HybridFinder"]

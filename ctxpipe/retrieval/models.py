@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import date
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -34,6 +35,11 @@ class FindFilters(BaseModel):
     parent_uris: list[str] | None = None
     uris: list[str] | None = None
     min_score: float = Field(0.0, ge=-1.0, le=1.0, description="minimum cosine similarity")
+    as_of: date | None = Field(
+        None,
+        description="profile and preference facts valid on this date (None: valid now; "
+        "`ctxpipe.core.validity`)",
+    )
 
     @field_validator("owner_spaces")
     @classmethod

@@ -91,6 +91,19 @@ def test_commit_then_find_through_the_api(world: ApiWorld) -> None:
     assert denied.status_code == 403 and error_of(denied)["code"] == "forbidden"
 
 
+def test_find_and_context_take_an_as_of_date(world: ApiWorld) -> None:
+    key = world.key("acme", "read", user="ann")
+    for path, body in (
+        ("/v1/find", {"query": "Where does the user live?"}),
+        ("/v1/search", {"query": "Where does the user live?"}),
+        ("/v1/context", {"query": "Where does the user live?", "budget": 300}),
+    ):
+        ok = world.client.post(path, json={**body, "as_of": "2024-02-01"}, headers=auth(key))
+        assert ok.status_code == 200, ok.text
+        bad = world.client.post(path, json={**body, "as_of": "last june"}, headers=auth(key))
+        assert bad.status_code == 422 and error_of(bad)["code"], bad.text
+
+
 def test_keys_are_checked_and_errors_share_one_shape(world: ApiWorld) -> None:
     c = world.client
     body = {"query": "anything", "user_id": "ann"}

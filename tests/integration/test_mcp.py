@@ -104,5 +104,15 @@ def test_the_key_rules_hold_through_mcp(world: ApiWorld) -> None:
     assert commit[0] and "lacks the 'commit' scope" in json.dumps(
         [c.model_dump() for c in commit[2]]
     )
+    (_, dated, undated) = call(
+        world,
+        bob,
+        [
+            ("find", {"query": "Biscuit the dog", "as_of": "2023-06-01"}),
+            ("find", {"query": "Biscuit the dog", "as_of": "June"}),
+        ],
+    )
+    assert not dated[0]  # as_of reaches the API: a date is taken, anything else refused
+    assert undated[0] and "422" in json.dumps([c.model_dump() for c in undated[2]])
     (_, bad) = call(world, "ctx_0000000000000000_" + "x" * 40, [("find", {"query": "x"})])
     assert bad[0] and "401" in json.dumps([c.model_dump() for c in bad[2]])

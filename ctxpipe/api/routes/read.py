@@ -46,13 +46,16 @@ def find(body: FindIn, svc: Svc, key: ApiKey = ReadKey) -> FindResult:
         context_types=body.context_types,
         min_score=body.min_score,
         tags=body.tags,
+        as_of=body.as_of,
     )
 
 
 @router.post("/search", response_model=SearchResult, responses=_ERRORS)
 def search(body: SearchIn, svc: Svc, key: ApiKey = ReadKey) -> SearchResult:
     """Intent analysis into typed queries, then hierarchical retrieval for each."""
-    return svc.search(body.query, _ctx(body, key), body.recent, scopes=body.scopes)
+    return svc.search(
+        body.query, _ctx(body, key), body.recent, scopes=body.scopes, as_of=body.as_of
+    )
 
 
 @router.post("/context", response_model=ContextResult, responses=_ERRORS)
@@ -66,6 +69,7 @@ def build_context(body: ContextIn, svc: Svc, key: ApiKey = ReadKey) -> ContextRe
         body.profile,
         system_prompt=body.system_prompt,
         incremental=body.incremental,
+        as_of=body.as_of,
     )
 
 

@@ -10,6 +10,7 @@ from ctxpipe.core.enums import MemoryCategory, WriteAction
 from ctxpipe.core.llm_schemas import MergeOutput
 from ctxpipe.core.models import CandidateMemory, ContextNode, DedupResult, WritePlan
 from ctxpipe.core.session import RequestContext
+from ctxpipe.core.validity import TEMPORAL_CATEGORIES, session_day, stamp_lines
 from ctxpipe.providers.base import LLM, LLMUsage
 
 MERGEABLE = frozenset(
@@ -44,6 +45,23 @@ def candidate_patch(c: CandidateMemory) -> dict[str, str]:
     overview = c.overview.strip() or c.abstract.strip()
     content = c.content.strip() or overview
     return {"abstract": c.abstract.strip(), "overview": overview, "content": content}
+
+
+def dated_patch(
+    c: CandidateMemory, patch: dict[str, str], existing: dict[str, str] | None = None
+) -> dict[str, str]:
+    """`patch` with the fact lines of a profile or preference memory dated by the session
+    they come from (`ctxpipe.core.validity.stamp_lines`; against `existing`, the node's texts
+    before a merge). The same for every LLM provider: the dates never depend on the model."""
+    day = session_day(c.observed_at)
+    if c.category.value not in TEMPORAL_CATEGORIES or not day:
+        return patch
+    old = existing or {}
+    out = dict(patch)
+    for level in ("overview", "content"):
+        if level in out:
+            out[level] = stamp_lines(out[level], day, old.get(level) if existing else None)
+    return out
 
 
 def base_metadata(c: CandidateMemory) -> dict[str, Any]:
@@ -102,14 +120,15 @@ class MergePolicy(ABC):
         dedup: DedupResult | None = None,
     ) -> WritePlan:
         """MERGE the candidate into `existing`; SKIP when the merge adds nothing."""
+        before = node_texts(existing)
         merged = await merge_texts(
-            pc, candidate.category, node_texts(existing), candidate_patch(candidate)
+            pc, candidate.category, before, dated_patch(candidate, candidate_patch(candidate))
         )
-        patch = {
-            "abstract": merged.abstract,
-            "overview": merged.overview,
-            "content": merged.content,
-        }
+        patch = dated_patch(
+            candidate,
+            {"abstract": merged.abstract, "overview": merged.overview, "content": merged.content},
+            before,
+        )
         meta = {**base_metadata(candidate), **(metadata or {})}
         if merged.conflicts:
             meta["conflicts"] = merged.conflicts
@@ -151,7 +170,7 @@ class MergePolicy(ABC):
             action=WriteAction.CREATE,
             target_uri=uri,
             category=candidate.category,
-            node_patch=candidate_patch(candidate),
+            node_patch=dated_patch(candidate, candidate_patch(candidate)),
             metadata_patch={**base_metadata(candidate), **(metadata or {})},
             source_refs=pc.qualify(candidate.source_refs),
             reason=reason,

@@ -1,6 +1,7 @@
 """Fact lines: the bullet format extractors emit and the merge policy reads back.
 
-A fact line is ``- <predicate> <object> [m3, m7] — "evidence" (superseded: <newer fact>)``.
+A fact line is ``- <predicate> <object> [m3, m7] — "evidence" (valid from <date> until <date>)
+(superseded: <newer fact>)`` (one line; the validity annotation: `ctxpipe.core.validity`).
 The predicate decides how two facts about the same attribute interact when merged:
 single-valued attributes (job, home, name…) conflict, multi-valued ones (tools, hobbies…)
 accumulate, and opposite polarities on the same object ("likes X" / "dislikes X") conflict.
@@ -12,6 +13,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+from ctxpipe.core.validity import Validity, split_annotation
 from ctxpipe.providers.rules.text import content_tokens, normalize_space
 
 # predicate → attribute group (facts of a single-valued group conflict with each other)
@@ -60,8 +62,7 @@ PREDICATES: tuple[str, ...] = tuple(
 _LINE_RE = re.compile(
     r"^\s*[-*•]\s+(?P<body>.*?)"
     r"(?:\s+\[(?P<refs>[^\]]*)\])?"
-    r"(?:\s+—\s+(?P<evidence>\".*?\"))?"
-    r"(?:\s+\(superseded:\s*(?P<superseded>.*)\))?\s*$"
+    r"(?:\s+—\s+(?P<evidence>\".*?\"))?\s*$"
 )
 
 
@@ -74,10 +75,16 @@ class Fact:
     evidence: str = ""
     superseded: str = ""
     bullet: bool = True
+    valid_from: str = ""  # ISO date of the session it was learned in ("" = not recorded)
+    valid_to: str = ""  # ISO date of the session of the fact that replaced it
 
     @property
     def active(self) -> bool:
-        return not self.superseded
+        return not self.superseded and not self.valid_to
+
+    @property
+    def validity(self) -> Validity:
+        return Validity(self.valid_from, self.valid_to, self.superseded)
 
     @property
     def predicate(self) -> str:
@@ -95,9 +102,7 @@ class Fact:
             out += f" [{', '.join(self.refs)}]"
         if self.evidence:
             out += f" — {self.evidence}"
-        if self.superseded:
-            out += f" (superseded: {self.superseded})"
-        return out
+        return out + self.validity.render()
 
 
 @functools.lru_cache(maxsize=65536)
@@ -120,7 +125,8 @@ def parse_lines(text: str) -> list[Fact]:
     for raw in (text or "").splitlines():
         if not raw.strip():
             continue
-        m = _LINE_RE.match(raw)
+        head, validity = split_annotation(raw)
+        m = _LINE_RE.match(head)
         if not m:
             out.append(Fact(text=raw.rstrip(), bullet=False))
             continue
@@ -130,7 +136,9 @@ def parse_lines(text: str) -> list[Fact]:
                 text=normalize_space(m.group("body")),
                 refs=refs,
                 evidence=m.group("evidence") or "",
-                superseded=(m.group("superseded") or "").strip(),
+                superseded=validity.superseded,
+                valid_from=validity.valid_from,
+                valid_to=validity.valid_to,
             )
         )
     return out
@@ -209,7 +217,7 @@ def synthesize(subject: str, facts: list[Fact], max_chars: int = 240) -> str:
     """One-line synthesis: '<subject>: fact; fact; fact (+N more)'."""
     active = [f.text.rstrip(".") for f in facts if f.active and f.bullet and f.text]
     if not active:
-        active = [f.text.rstrip(".") for f in facts if f.text and not f.superseded]
+        active = [f.text.rstrip(".") for f in facts if f.text and f.active]
     body: list[str] = []
     for text in active:
         if body and len("; ".join([*body, text])) > max_chars:

@@ -2,14 +2,15 @@
 
 Every old line is kept. A new line that is near-identical to an active old line (same polarity
 and token Jaccard ≥ 0.8, or adding no new content tokens) only contributes its message refs.
-A new line that contradicts an active old line wins: the old line stays, marked
-``(superseded: <new fact>)``, and the pair is reported in `conflicts`. Contradiction means
-same single-valued attribute with a different value ("works as …", "lives in …", "key: …"; a
-fact that ends one, "no longer works at Acme", replaces the facts naming its object),
-opposite polarity on the same object ("likes X" / "dislikes X"), or a different choice of the
-same kind ("prefers X" / "prefers Y" sharing a word, or both short names).
-The abstract is re-synthesised from the merged active facts, so merging the same new bundle
-twice yields exactly the same abstract/overview/content as merging it once.
+A new line that contradicts an active old line wins: the old line stays, closed — marked
+``(superseded: <new fact>)`` and, when the new line is dated, valid until the new line's
+``valid from``, the session that replaced it — and the pair is reported in `conflicts`.
+Contradiction means same single-valued attribute with a different value ("works as …",
+"lives in …", "key: …"; a fact that ends one, "no longer works at Acme", replaces the facts
+naming its object), opposite polarity on the same object ("likes X" / "dislikes X"), or a
+different choice of the same kind ("prefers X" / "prefers Y" sharing a word, or both short
+names). The abstract is re-synthesised from the merged active facts, so merging the same new
+bundle twice yields exactly the same abstract/overview/content as merging it once.
 """
 
 from __future__ import annotations
@@ -191,11 +192,17 @@ def merge_facts(old: list[Fact], new: list[Fact]) -> tuple[list[Fact], list[str]
         for i in index.conflicting(n):
             r = index.facts[i]
             if r.active and conflicts_with(r, n):
-                r.superseded = n.text
+                _close(r, n)
                 conflicts.append(_describe(r, n))
         index.append(n)
         added += 1
     return index.facts, conflicts, added, folded
+
+
+def _close(old: Fact, new: Fact) -> None:
+    """`old` is replaced by `new`: superseded by it, valid until it became true."""
+    old.superseded = new.text
+    old.valid_to = old.valid_to or new.valid_from
 
 
 def _superseder(fact: Fact) -> str:
@@ -212,7 +219,7 @@ def _settle(facts: list[Fact]) -> list[Fact]:
         for j in index.conflicting(f):  # g conflicts with f only if f could conflict with g
             g = out[j]
             if j > i and g.active and not near_identical(f, g) and conflicts_with(f, g):
-                f.superseded = g.text
+                _close(f, g)
                 break
     return out
 

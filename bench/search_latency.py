@@ -217,7 +217,7 @@ def run(finder: HybridFinder, queries: list[str], filters_of: Any, label: str) -
         plans.add(res.plan)
         n_cand = max(finder.config.candidates, 20)  # what find asked the vector arm for
         cand = finder.store.candidates("", qvec, filters, n_cand, plan=res.plan)
-        got = [r["chunk_id"] for r in sorted(cand.rows, key=lambda r: r["vr"])][:10]
+        got = [r.chunk_id for r in sorted(cand.rows, key=lambda r: r.vr or 1 << 30)][:10]
         recalls.append(len(truth & set(got)) / max(1, len(truth)))
     out = {
         "p50_ms": percentile(latencies, 50),

@@ -29,7 +29,6 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import date
-from typing import Any
 
 import numpy as np
 
@@ -42,7 +41,7 @@ from ctxpipe.core.validity import (
 from ctxpipe.providers.base import Embedder
 from ctxpipe.retrieval.config import FindConfig
 from ctxpipe.retrieval.find_sql import CandidateStore
-from ctxpipe.retrieval.models import FindFilters, FindHit, FindResult
+from ctxpipe.retrieval.models import CandidateRow, FindFilters, FindHit, FindResult
 from ctxpipe.retrieval.recall_stats import RecallStatsStore
 from ctxpipe.retrieval.snippets import grow_snippet, hit_date
 from ctxpipe.retrieval.text import Unit
@@ -124,7 +123,7 @@ class HybridFinder:
         qvec = pending.result() if pending is not None else list(query_vector or ())
         cand = self.store.fuse(qvec, filters, arm, n_cand, timings=timings)
         t1 = time.perf_counter()
-        rows = [r for r in cand.rows if float(r.get("sim") or 0.0) >= filters.min_score]
+        rows = [r for r in cand.rows if (r.sim or 0.0) >= filters.min_score]
         bonus = self._graph_ranking(filters.account_id, rows)
         qv = np.asarray(qvec, dtype=np.float32)
         hits = self._hits(rows, qv, k, cand.idf, budget_tokens, bonus, filters.as_of)
@@ -152,7 +151,7 @@ class HybridFinder:
     # ------------------------------------------------------------------ internals
     def _hits(
         self,
-        rows: list[dict[str, Any]],
+        rows: list[CandidateRow],
         q: np.ndarray,
         top_k: int,
         idf: dict[str, float],
@@ -192,7 +191,7 @@ class HybridFinder:
                 valid[s.line] = _holds(row, ex.lines[s.line], as_of)
             if not valid[s.line]:
                 continue  # a closed fact (or one not yet true): not a hit, not a hole
-            uri = str(row["uri"])
+            uri = row.uri
             refs = list(s.unit.refs)
             norm = " ".join(s.unit.text.lower().split())
             if norm in texts or (refs and set(refs) <= cited):
@@ -212,21 +211,21 @@ class HybridFinder:
             hits.append(hit)
         return hits
 
-    def _graph_ranking(self, account_id: str, rows: list[dict[str, Any]]) -> np.ndarray | None:
+    def _graph_ranking(self, account_id: str, rows: list[CandidateRow]) -> np.ndarray | None:
         """Seed 002 GraphDistance over the candidates: the nodes of the best `graph_seeds`
         chunks are at distance 0, candidates one relation away from them at 1; the ranking by
         1/(1+d) enters the fusion with `graph_weight` (None when off or nothing is related)."""
         cfg = self.config
         if cfg.graph_weight <= 0 or not rows:
             return None
-        seeds = list(dict.fromkeys(str(r["uri"]) for r in rows[: cfg.graph_seeds]))
-        uris = list(dict.fromkeys(str(r["uri"]) for r in rows))
+        seeds = list(dict.fromkeys(r.uri for r in rows[: cfg.graph_seeds]))
+        uris = list(dict.fromkeys(r.uri for r in rows))
         near = {b if a in seeds else a for a, b in self.store.edges_among(account_id, seeds, uris)}
         near -= set(seeds)
         if not near:
             return None
         score = np.array(
-            [1.0 if r["uri"] in seeds else 0.5 if r["uri"] in near else 0.0 for r in rows],
+            [1.0 if r.uri in seeds else 0.5 if r.uri in near else 0.0 for r in rows],
             dtype=np.float32,
         )
         return cfg.graph_weight * rrf_ranks(score, score > 0, float(cfg.rrf_k))
@@ -239,11 +238,11 @@ class HybridFinder:
         return cut
 
     def _hit(
-        self, row: dict[str, Any], s: Sentence, line: Unit, as_of: date | None = None
+        self, row: CandidateRow, s: Sentence, line: Unit, as_of: date | None = None
     ) -> FindHit:
         text = grow_snippet(line, s.unit, self.config.snippet_tokens, self.counter)
-        level = int(row["level"])
-        ctype = str(row["context_type"] or "memory")
+        level = row.level
+        ctype = row.context_type or "memory"
         when = hit_date(s.unit, row)
         temporal = _temporal(row)
         if temporal:
@@ -252,10 +251,10 @@ class HybridFinder:
         abstract = ""
         if level == 0:
             abstract = text
-        elif temporal and not synthesis_holds(row.get("observed_at"), as_of):
+        elif temporal and not synthesis_holds(row.observed_at, as_of):
             pass  # the L0 line says what holds now, not what held then
         elif ctype != "session":  # a memory's L1/L2 line comes with its L0 line
-            lines = (row.get("abstract_text") or "").strip().splitlines()
+            lines = row.abstract_text.strip().splitlines()
             abstract = self.counter.truncate(lines[0], self.config.abstract_tokens) if lines else ""
             a, t = " ".join(abstract.lower().split()), " ".join(text.lower().split())
             if not a or a in t:
@@ -263,46 +262,44 @@ class HybridFinder:
             elif t in a:
                 abstract = text
         hit = FindHit(
-            uri=str(row["uri"]),
+            uri=row.uri,
             level=level,
-            chunk_index=int(row["chunk_index"]),
-            chunk_id=str(row["chunk_id"]),
+            chunk_index=row.chunk_index,
+            chunk_id=row.chunk_id,
             context_type=ctype,
-            category=str(row["category"] or ""),
-            owner_space=str(row["owner_space"] or ""),
-            parent_uri=str(row["parent_uri"] or ""),
+            category=row.category,
+            owner_space=row.owner_space,
+            parent_uri=row.parent_uri,
             score=s.score,
             similarity=s.similarity,
-            text_rank=float(row.get("bm25") or 0.0),
-            vector_rank=row.get("vr"),
-            fts_rank=row.get("tr"),
+            text_rank=row.bm25,
+            vector_rank=row.vr,
+            fts_rank=row.tr,
             abstract=abstract,
             text=text,
             source_refs=list(s.unit.refs),
             role=s.unit.role or ("" if ctype == "session" else "memory"),
             speaker=s.unit.speaker,
             date=when,
-            node_version=int(row.get("node_version") or 0),
-            chunk_text=str(row.get("text_content") or ""),
+            node_version=row.node_version,
+            chunk_text=row.text_content,
         )
         hit.tokens = self.counter.count(hit.returned_text())
         return hit
 
 
-def _temporal(row: dict[str, Any]) -> bool:
+def _temporal(row: CandidateRow) -> bool:
     """A row of a memory whose facts carry validity (a profile or preference memory)."""
-    return row.get("context_type") != "session" and str(row.get("category") or "") in (
-        TEMPORAL_CATEGORIES
-    )
+    return row.context_type != "session" and row.category in TEMPORAL_CATEGORIES
 
 
-def _holds(row: dict[str, Any], line: Unit, as_of: date | None) -> bool:
+def _holds(row: CandidateRow, line: Unit, as_of: date | None) -> bool:
     """Does this line of a candidate chunk hold now (`as_of` None) or on `as_of`? Lines of
     other memories always do; a memory's L0 line holds from the session that last wrote it."""
     if not _temporal(row):
         return True
-    if int(row["level"]) == 0:
-        return synthesis_holds(row.get("observed_at"), as_of)
+    if row.level == 0:
+        return synthesis_holds(row.observed_at, as_of)
     return split_annotation(line.text)[1].holds(as_of)
 
 

@@ -26,19 +26,22 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import RowFactory, class_row, tuple_row
 
 from ctxpipe.core.caches import LockedCache
 from ctxpipe.core.errors import StorageError
 from ctxpipe.retrieval.config import FindConfig
-from ctxpipe.retrieval.models import FindFilters
+from ctxpipe.retrieval.models import CandidateRow, FindFilters
 from ctxpipe.retrieval.text import bm25_idf, query_terms, tsquery_or
 from ctxpipe.storage.chunk_sql import ChunkScope, HnswTuner, chunk_where, vector_literal
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
+
+R = TypeVar("R")
 
 _BM25_K1 = 1.2
 _BM25_B = 0.75
@@ -76,7 +79,7 @@ class TextArm:
 
 @dataclass
 class Candidates:
-    rows: list[dict[str, Any]]
+    rows: list[CandidateRow]
     plan: str
     scope_rows: int
     idf: dict[str, float] = field(default_factory=dict)  # query term -> IDF in the scope
@@ -211,9 +214,9 @@ class CandidateStore:
         query_sql = sql.SQL(self.queries["retrieval_text_arm"]).format(
             where=where, tsv=self._tsv(chosen)
         )
-        rows = self._fetch(query_sql, params, None, 0)
-        arm.ids = [str(r["chunk_id"]) for r in rows]
-        arm.scores = [float(r["bm25"]) for r in rows]
+        ranked = self._fetch(query_sql, params, None, 0, tuple_row)
+        arm.ids = [str(chunk_id) for chunk_id, _ in ranked]
+        arm.scores = [float(score) for _, score in ranked]
         timings["sql_text"] = (time.perf_counter() - t1) * 1000
         return arm
 
@@ -246,7 +249,7 @@ class CandidateStore:
             wt=float(cfg.text_weight),
         )
         query_sql = sql.SQL(self.queries["retrieval_fused"]).format(where=where, vec_order=order)
-        rows = self._fetch(query_sql, params, arm.plan, n_cand)
+        rows = self._fetch(query_sql, params, arm.plan, n_cand, class_row(CandidateRow))
         timings["sql_vector"] = (time.perf_counter() - t0) * 1000
         return Candidates(rows, arm.plan, arm.scope_rows, arm.idf, arm.text_terms)
 
@@ -266,15 +269,20 @@ class CandidateStore:
         return self.fuse(qvec, filters, arm, n_cand, timings=timings)
 
     def _fetch(
-        self, query_sql: sql.Composed, params: dict[str, Any], hnsw_plan: str | None, limit: int
-    ) -> list[dict[str, Any]]:
+        self,
+        query_sql: sql.Composed,
+        params: dict[str, Any],
+        hnsw_plan: str | None,
+        limit: int,
+        rows: RowFactory[R],
+    ) -> list[R]:
         try:
             with self.db.connection() as conn:
                 if hnsw_plan == "hnsw":
                     self._tune(conn, limit)
-                cur = conn.execute(query_sql, params, binary=True)  # vectors: no text parsing
-                names = [d.name for d in cur.description or []]
-                return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+                with conn.cursor(row_factory=rows, binary=True) as cur:  # vectors: no parsing
+                    cur.execute(query_sql, params)
+                    return cur.fetchall()
         except psycopg.Error as exc:
             detail = " ".join(str(exc).split())
             raise StorageError(f"find on {self.schema}.context_chunks failed: {detail}") from exc

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import date
 from typing import Any
 
@@ -12,6 +14,32 @@ from ctxpipe.core.uri import SCOPES
 
 _SPACE_RE = re.compile(r"^[a-z]+(/[A-Za-z0-9][A-Za-z0-9_.@-]{0,127})?$")
 CONTEXT_TYPES = ("memory", "session", "resource", "skill")
+
+
+@dataclass(slots=True)
+class CandidateRow:
+    """One candidate chunk of the fused query (`retrieval_fused`), column by column."""
+
+    chunk_id: str
+    uri: str
+    level: int
+    chunk_index: int
+    rrf: float = 0.0
+    vr: int | None = None  # rank in the vector arm (None: not in it)
+    tr: int | None = None  # rank in the text arm
+    bm25: float = 0.0
+    sim: float | None = None  # cosine similarity to the query
+    text_content: str = ""
+    context_type: str = ""
+    category: str = ""
+    owner_space: str = ""
+    parent_uri: str = ""
+    source_refs: list[str] = dataclass_field(default_factory=list)
+    node_version: int = 0
+    abstract_text: str = ""  # the node's L0 line(s)
+    event_time: str | None = None
+    observed_at: str | None = None
+    embedding: Any = None  # the chunk's stored vector (numpy, as pgvector loads it)
 
 
 class TagCount(BaseModel):

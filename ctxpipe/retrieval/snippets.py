@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
+from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.text import Unit
 from ctxpipe.retrieval.tokens import TokenCounter
 
@@ -66,12 +67,12 @@ def _iso(value: Any) -> str:
         return ""
 
 
-def hit_date(unit: Unit, row: dict[str, Any]) -> str:
+def hit_date(unit: Unit, row: CandidateRow) -> str:
     """When an archive line was said; for a memory, the date of the event it records, else the
     session time it was learned from (ISO date; "" when unknown)."""
     if unit.spoken_on:
         return _iso(unit.spoken_on)
-    return _iso(row.get("event_time")) or _iso(row.get("observed_at"))
+    return _iso(row.event_time) or _iso(row.observed_at)
 
 
 __all__ = ["grow_snippet", "hit_date"]

@@ -27,6 +27,7 @@ import numpy as np
 
 from ctxpipe.core.caches import LockedCache
 from ctxpipe.providers.base import Embedder
+from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.text import Unit, bm25_tokens, chunk_lines, stem, unit_key
 
 _K1 = 1.2
@@ -53,7 +54,7 @@ class Exploded:
     line_counts: list[Mapping[str, int]] = field(default_factory=list)
 
 
-def explode(rows: Sequence[dict[str, Any]]) -> Exploded:
+def explode(rows: Sequence[CandidateRow]) -> Exploded:
     """Lines and sentences of the candidate chunks (`chunk_lines`)."""
     sentences: list[Sentence] = []
     lines: list[Unit] = []
@@ -61,8 +62,8 @@ def explode(rows: Sequence[dict[str, Any]]) -> Exploded:
     line_row: list[int] = []
     line_counts: list[Mapping[str, int]] = []
     for r, row in enumerate(rows):
-        refs = tuple(str(x) for x in (row.get("source_refs") or []))
-        parsed = _chunk_units(row.get("text_content") or "", refs, row.get("context_type"))
+        refs = tuple(str(x) for x in row.source_refs)
+        parsed = _chunk_units(row.text_content, refs, row.context_type)
         for line, (tokens, counts), sents in parsed:
             li = len(lines)
             lines.append(line)
@@ -196,13 +197,11 @@ class StoredUnitCache:
             max_units, getsizeof=lambda entry: max(1, len(entry[1]))
         )
 
-    def get(
-        self, rows: Sequence[Mapping[str, Any]], shape: tuple[int, ...]
-    ) -> dict[str, np.ndarray]:
+    def get(self, rows: Sequence[CandidateRow], shape: tuple[int, ...]) -> dict[str, np.ndarray]:
         """Unit key -> vector for the units of `rows` (candidate chunk rows)."""
         out: dict[str, np.ndarray] = {}
         missing: dict[str, int] = {}
-        wanted = {str(r["chunk_id"]): int(r.get("node_version") or 0) for r in rows}
+        wanted = {r.chunk_id: r.node_version for r in rows}
         cached = self._data.get_many(wanted)
         for cid, version in wanted.items():
             hit = cached.get(cid)
@@ -232,7 +231,7 @@ class StoredUnitCache:
 
 
 def rank_sentences(
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[CandidateRow],
     ex: Exploded,
     query_vec: np.ndarray,
     idf: dict[str, float],
@@ -257,8 +256,8 @@ def rank_sentences(
     line_text = [u.text for u in ex.lines]
     for i, u in enumerate(ex.lines):  # a line that is the whole chunk: its stored vector
         row = rows[ex.line_row[i]]
-        if dense_line[i] and u.text == (row.get("text_content") or ""):
-            emb = as_vector(row.get("embedding"))
+        if dense_line[i] and u.text == row.text_content:
+            emb = as_vector(row.embedding)
             if emb is not None and emb.shape == query_vec.shape:
                 vectors.put(u.text, emb)
     l_sim = np.zeros(len(ex.lines), dtype=np.float32)
@@ -287,13 +286,13 @@ def rank_sentences(
         + rrf_ranks(s_sim, s_dense, rrf_k)
         + rrf_ranks(l_lex, l_lex > 0, rrf_k)[line_of]
         + rrf_ranks(l_sim, dense_line, rrf_k)[line_of]
-        + np.array([float(rows[s.row].get("rrf") or 0.0) for s in sents], dtype=np.float32)
+        + np.array([rows[s.row].rrf for s in sents], dtype=np.float32)
     )
     if row_bonus is not None:
         score = score + row_bonus[np.array([s.row for s in sents])]
     for i, s in enumerate(sents):
         s.score = float(score[i])
-        s.similarity = float(s_sim[i]) if s_dense[i] else float(rows[s.row].get("sim") or 0.0)
+        s.similarity = float(s_sim[i]) if s_dense[i] else (rows[s.row].sim or 0.0)
     return sorted(sents, key=lambda s: (-s.score, s.row, s.line))
 
 

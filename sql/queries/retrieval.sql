@@ -60,8 +60,11 @@ fused AS (
 )
 SELECT f.chunk_id, f.rrf, f.vr, f.tr, f.bm25,
        1 - (c.embedding <=> %(q)s::vector) AS sim,
-       c.uri, c.level, c.chunk_index, c.text_content, c.context_type, c.category,
-       c.owner_space, c.parent_uri, c.source_refs, c.node_version, n.abstract_text,
+       c.uri, c.level, c.chunk_index, coalesce(c.text_content, '') AS text_content,
+       coalesce(c.context_type, '') AS context_type, coalesce(c.category, '') AS category,
+       coalesce(c.owner_space, '') AS owner_space, coalesce(c.parent_uri, '') AS parent_uri,
+       c.source_refs, coalesce(c.node_version, 0) AS node_version,
+       coalesce(n.abstract_text, '') AS abstract_text,
        n.metadata ->> 'event_time' AS event_time, n.metadata ->> 'observed_at' AS observed_at,
        c.embedding
 FROM fused AS f

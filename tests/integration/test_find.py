@@ -328,8 +328,8 @@ def _vector_arm(
     finder: HybridFinder, q: np.ndarray, filters: FindFilters, plan: str | None
 ) -> tuple[list[str], str, int]:
     cand = finder.store.candidates("", list(q), filters, finder.config.candidates, plan=plan)
-    ranked = sorted(cand.rows, key=lambda r: r["vr"])
-    return [r["chunk_id"] for r in ranked][:10], cand.plan, cand.scope_rows
+    ranked = sorted(cand.rows, key=lambda r: r.vr if r.vr is not None else 1 << 30)
+    return [r.chunk_id for r in ranked][:10], cand.plan, cand.scope_rows
 
 
 def test_owner_filtered_search_keeps_recall(synthetic: HybridFinder) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.text import bm25_tokens, query_terms, split_units, tsquery_or
 from ctxpipe.retrieval.units import UnitVectors, bm25, explode, rank_sentences, stemmed_idf
 
@@ -39,9 +40,13 @@ class BagEmbedder:
         return out
 
 
-def row(text: str, refs: list[str], ctype: str = "session", rrf: float = 0.03, **kw: Any):
-    return {"text_content": text, "source_refs": refs, "context_type": ctype, "rrf": rrf,
-            "sim": 0.5, **kw}  # fmt: skip
+def row(
+    text: str, refs: list[str], ctype: str = "session", rrf: float = 0.03, **kw: Any
+) -> CandidateRow:
+    return CandidateRow(
+        chunk_id=f"c{abs(hash(text))}", uri="ctx://a/x", level=2, chunk_index=0, rrf=rrf, sim=0.5,
+        text_content=text, source_refs=refs, context_type=ctype, **kw,
+    )  # fmt: skip
 
 
 def test_archive_lines_cite_their_turn_and_keep_the_speaker() -> None:

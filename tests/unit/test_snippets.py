@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.snippets import grow_snippet, hit_date
 from ctxpipe.retrieval.text import Unit, split_units
 from ctxpipe.retrieval.tokens import HFTokenCounter, counter_for_model
@@ -90,4 +91,5 @@ def test_a_memory_line_grows_the_same_way(counter: HFTokenCounter) -> None:
     ],
 )
 def test_the_date_of_a_hit(header: str, row: dict[str, str], expected: str) -> None:
-    assert hit_date(Unit("x", spoken_on=header), row) == expected
+    cand = CandidateRow(chunk_id="c", uri="ctx://a/x", level=2, chunk_index=0, **row)
+    assert hit_date(Unit("x", spoken_on=header), cand) == expected

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.units import StoredUnitCache
 
 
@@ -23,8 +24,9 @@ class Replica:
         return {c: dict(self.units.get(c, {})) for c in ids}
 
 
-def _row(cid: str, version: int) -> dict[str, Any]:
-    return {"chunk_id": cid, "node_version": version}
+def _row(cid: str, version: int) -> CandidateRow:
+    return CandidateRow(chunk_id=cid, uri=f"ctx://a/{cid}", level=2, chunk_index=0,
+                        node_version=version)  # fmt: skip
 
 
 def test_fetches_only_what_it_has_not_seen_at_this_version() -> None:

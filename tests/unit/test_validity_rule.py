@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date
 
 import pytest
@@ -19,6 +20,7 @@ from ctxpipe.core.validity import (
 from ctxpipe.providers.rules.facts import Fact, parse_lines, render_lines
 from ctxpipe.providers.rules.merge import merge_bundle, merge_facts
 from ctxpipe.retrieval.find import _holds
+from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.text import split_units
 
 CLOSED = (
@@ -185,13 +187,16 @@ def test_tags_do_not_read_the_dates() -> None:
     assert "valid" not in strip_dates(OPEN) and "2023" not in strip_dates(OPEN)
 
 
-def _row(level: int, category: str = "profile", observed: str = "2023-07-01") -> dict:
-    return {
-        "level": level,
-        "category": category,
-        "context_type": "memory",
-        "observed_at": observed,
-    }
+def _row(level: int, category: str = "profile", observed: str = "2023-07-01") -> CandidateRow:
+    return CandidateRow(
+        chunk_id="c1",
+        uri="ctx://a/users/u/memories/profile",
+        level=level,
+        chunk_index=0,
+        category=category,
+        context_type="memory",
+        observed_at=observed,
+    )
 
 
 def test_find_keeps_the_lines_that_hold() -> None:
@@ -205,7 +210,7 @@ def test_find_keeps_the_lines_that_hold() -> None:
     assert _holds(_row(0), l0, None) and not _holds(_row(0), l0, june)
     # other memories and session archives are not dated
     assert _holds(_row(2, "entities"), closed, None)
-    assert _holds({**_row(2), "context_type": "session"}, closed, None)
+    assert _holds(replace(_row(2), context_type="session"), closed, None)
 
 
 def test_the_client_sends_as_of_as_an_iso_date() -> None:

@@ -29,15 +29,16 @@ from datetime import date, datetime
 TEMPORAL_CATEGORIES = frozenset({"profile", "preferences"})
 
 _DATE = r"\d{4}-\d{2}-\d{2}"
+# `(?<!\s)`: a match starts where a run of spaces starts, never inside one (linear on long runs)
 _TAIL_RE = re.compile(
-    r"(?:\s+\(valid(?:\s+from\s+(?P<valid_from>" + _DATE + r"))?"
+    r"(?<!\s)(?:\s+\(valid(?:\s+from\s+(?P<valid_from>" + _DATE + r"))?"
     r"(?:\s+until\s+(?P<valid_to>" + _DATE + r"))?\s*\))?"
     r"(?:\s+\(superseded:\s*(?P<superseded>.*)\))?\s*$"
 )
 # the dates of a line, wherever it stands (words of the memory are everything else)
 _SPAN_RE = re.compile(r"\(valid(?:\s+from\s+" + _DATE + r")?(?:\s+until\s+" + _DATE + r")?\s*\)")
 _BULLET_RE = re.compile(r"^\s*[-*•]\s+")
-_KEY_CUT_RE = re.compile(r"\s+(?:\[[^\]]*\]|—\s+\").*$")
+_KEY_CUT_RE = re.compile(r"(?<!\s)\s+(?:\[[^\]]*\]|—\s+\").*$")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ EXTRACT_TASKS = {
     "procedure": "ctxpipe.commit.extract_procedure",
 }
 PLAN = "ctxpipe.commit.plan"
+PREPARE = "ctxpipe.commit.prepare"  # archive + extractors + plan in one task (no chord)
 WRITE = "ctxpipe.commit.write"
 REGISTER = "ctxpipe.commit.register"
 SWEEP = "ctxpipe.maintenance.sweep_stuck_commits"

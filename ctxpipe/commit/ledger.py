@@ -62,7 +62,11 @@ class LedgerPort(Protocol):
     def load_outputs(self, commit_id: str, prefix: str) -> dict[str, dict[str, Any]]: ...
 
     def state(
-        self, commit_id: str, keys: list[str], delivery: str | None = None
+        self,
+        commit_id: str,
+        keys: list[str],
+        delivery: str | None = None,
+        done: str | None = None,
     ) -> StepState | None: ...
 
 
@@ -213,17 +217,22 @@ class InMemoryLedger:
             return {k: v for k, v in sorted(found.outputs.items()) if k.startswith(prefix)}
 
     def state(
-        self, commit_id: str, keys: list[str], delivery: str | None = None
+        self,
+        commit_id: str,
+        keys: list[str],
+        delivery: str | None = None,
+        done: str | None = None,
     ) -> StepState | None:
         """The request, creation time, phase and the listed outputs; with `delivery`, this
-        delivery counted in `attempts` too (as the PostgreSQL ledger does)."""
+        delivery counted in `attempts` unless output `done` exists (as the PostgreSQL ledger
+        does)."""
         with self._lock:
             found = self._commits.get(commit_id)
             if found is None:
                 return None
             row = found.row
             deliveries = 0
-            if delivery is not None:
+            if delivery is not None and (done or "") not in found.outputs:
                 deliveries = int(row.attempts.get(delivery, 0)) + 1
                 row.attempts[delivery] = deliveries
             outputs = {k: found.outputs[k] for k in keys if k in found.outputs}

@@ -50,10 +50,11 @@ MAX_DELIVERIES = 5  # a task that kills its worker this many times is failed, no
 @dataclass(frozen=True)
 class Delivery:
     """One delivery of a step's task message: the task's short name ("extract_profile") and
-    its retry number. The step's first ledger read counts it (`attempts["<task>#<retry>"]`),
-    so a redelivery costs no round trip of its own; a task delivered more than
-    MAX_DELIVERIES times at the same retry without its step finishing fails the commit
-    (its every delivery killed the worker: running it again would loop forever)."""
+    its retry number. The step's first ledger read counts it (`attempts["<task>#<retry>"]`)
+    while the step has not finished, so a delivery costs no round trip of its own; a task
+    delivered more than MAX_DELIVERIES times at the same retry without its step finishing
+    fails the commit (its every delivery killed the worker: running it again would loop
+    forever). A finished step's redelivery only replays its output."""
 
     task: str
     retry: int = 0
@@ -184,12 +185,13 @@ def _state(
     also counts `delivery`). A commit already marked failed (for example by the sweeper) is
     never advanced again: its late tasks write nothing. A delivery over MAX_DELIVERIES whose
     step has not finished (`done`: the key of its output) fails the commit in `phase`."""
-    state = ledger.state(commit_id, keys, delivery.key if delivery is not None else None)
+    key = delivery.key if delivery is not None else None
+    state = ledger.state(commit_id, keys, key, done)
     if state is None:
         raise CommitError(f"unknown commit {commit_id}", phase="enqueued")
     if state.phase == CommitPhase.FAILED.value:
         raise CommitAlreadyFailedError(commit_id)
-    if delivery is not None and state.deliveries > MAX_DELIVERIES and done not in state.outputs:
+    if delivery is not None and state.deliveries > MAX_DELIVERIES:
         msg = (
             f"{delivery.task} was delivered {state.deliveries} times without finishing "
             "(its worker was lost each time; see the worker logs)"

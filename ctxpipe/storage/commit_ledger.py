@@ -52,7 +52,8 @@ class StepState(NamedTuple):
     created_at: datetime
     phase: str
     outputs: dict[str, dict[str, Any]]
-    deliveries: int = 0  # the reading task's deliveries so far, this one included (0: uncounted)
+    # the reading task's deliveries so far, this one included (0: not counted)
+    deliveries: int = 0
 
 
 class CommitBacklog(BaseModel):
@@ -187,14 +188,19 @@ class CommitLedger:
         return stored
 
     def state(
-        self, commit_id: str, keys: list[str], delivery: str | None = None
+        self,
+        commit_id: str,
+        keys: list[str],
+        delivery: str | None = None,
+        done: str | None = None,
     ) -> StepState | None:
         """One round trip: the commit's request, creation time, current phase and the listed
-        phase outputs that exist. With `delivery` (a task and its retry number, "plan#0"),
-        the same statement counts this delivery in `attempts` and returns the count. None
-        when the commit id is unknown."""
+        phase outputs that exist. With `delivery` (a task and its retry number, "plan#0") the
+        same statement counts this delivery in `attempts` and returns the count, unless the
+        step already finished (its output `done` exists: then nothing is written and the
+        count is 0). None when the commit id is unknown."""
         query = "ledger_state" if delivery is None else "ledger_state_deliver"
-        params = {"commit_id": commit_id, "keys": keys, "delivery": delivery}
+        params = {"commit_id": commit_id, "keys": keys, "delivery": delivery, "done": done or ""}
         with self._db.autocommit() as conn:
             rows = conn.execute(self._q[query], params).fetchall()
         if not rows:

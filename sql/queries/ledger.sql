@@ -104,20 +104,24 @@ LEFT JOIN {{schema}}.commit_outputs AS o
 WHERE c.commit_id = %(commit_id)s
 
 -- name: ledger_state_deliver
--- ledger_state that also counts the delivery of the task reading it, in the same statement:
--- attempts[%(delivery)s] + 1, the key naming the task and its retry number ("plan#0").
--- updated_at stays: a task that keeps losing its worker is no progress for the sweeper.
-WITH c AS (
+-- ledger_state that also counts the delivery of the task reading it, in the same statement,
+-- while its step has not finished (no output %(done)s yet): attempts[%(delivery)s] + 1, the
+-- key naming the task and its retry number ("plan#0"). A finished step's redelivery writes
+-- nothing. updated_at stays: a task that keeps losing its worker is no progress.
+WITH d AS (
     UPDATE {{schema}}.commits
     SET attempts = jsonb_set(attempts, ARRAY[%(delivery)s::text],
                              to_jsonb(COALESCE((attempts ->> %(delivery)s)::int, 0) + 1))
     WHERE commit_id = %(commit_id)s
-    RETURNING request, created_at, phase, (attempts ->> %(delivery)s)::int AS deliveries
+      AND NOT EXISTS (SELECT 1 FROM {{schema}}.commit_outputs
+                      WHERE commit_id = %(commit_id)s AND phase_key = %(done)s)
+    RETURNING (attempts ->> %(delivery)s)::int AS deliveries
 )
-SELECT c.request, c.created_at, c.phase, c.deliveries, o.phase_key, o.payload
-FROM c
+SELECT c.request, c.created_at, c.phase, (SELECT deliveries FROM d), o.phase_key, o.payload
+FROM {{schema}}.commits AS c
 LEFT JOIN {{schema}}.commit_outputs AS o
-       ON o.commit_id = %(commit_id)s AND o.phase_key = ANY(%(keys)s)
+       ON o.commit_id = c.commit_id AND o.phase_key = ANY(%(keys)s)
+WHERE c.commit_id = %(commit_id)s
 
 -- name: ledger_complete
 -- One statement, so one round trip and one transaction: store a phase output (the first

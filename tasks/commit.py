@@ -14,7 +14,17 @@ from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.session import SessionInput
 from tasks import context
 from tasks.app import app
-from tasks.queues import ARCHIVE, EXTRACT_TASKS, PLAN, PREPARE, REGISTER, START, SUBMIT, WRITE
+from tasks.queues import (
+    ARCHIVE,
+    EXTRACT_TASKS,
+    FINISH,
+    PLAN,
+    PREPARE,
+    REGISTER,
+    START,
+    SUBMIT,
+    WRITE,
+)
 
 
 class CommitTask(Task):
@@ -96,13 +106,24 @@ def register(self: CommitTask, commit_id: str) -> dict[str, Any]:
     return result
 
 
+@_task(FINISH)
+def finish(self: CommitTask, commit_id: str) -> dict[str, Any]:
+    """Write, then register: the last task of a commit's canvas."""
+    c, ledger = self.components(), self.ledger()
+    result = steps.finish_step(c, ledger, commit_id, self.delivery())
+    from tasks.index import kick_drain
+
+    kick_drain(self.settings)
+    return result
+
+
 def workflow(
     commit_id: str, start: str = "archive", extractors: Sequence[str] | None = None
 ) -> Signature:
     """The commit's canvas from phase `start`: chain(archive, chord(group(extractor tasks),
-    plan), write, register) where some extractors get a task of their own (`extractors`,
-    default: `canvas.extractor_tasks` without the request), else chain(prepare, write,
-    register) — or its tail."""
+    plan), finish) where some extractors get a task of their own (`extractors`, default:
+    `canvas.extractor_tasks` without the request), else chain(prepare, finish) — or its
+    tail (finish = write + register; from `register`: the registration alone)."""
     if extractors is None:
         extractors = extractor_tasks(None, app.conf.ctxpipe_settings)
     head: list[Signature] = []
@@ -116,8 +137,8 @@ def workflow(
             head = [prepare.si(commit_id)]
     elif start not in ("write", "register"):
         raise ValueError(f"unknown start phase {start!r}")
-    tail = [write.si(commit_id), register.si(commit_id)]
-    return chain(*head, *(tail if start != "register" else tail[1:]))
+    last = register if start == "register" else finish
+    return chain(*head, last.si(commit_id))
 
 
 @app.task(name=START, ignore_result=True, acks_late=True)

@@ -425,6 +425,19 @@ async def register(
     )
 
 
+async def finish(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
+) -> dict[str, Any]:
+    """Write (the commit point), then register, in one step: the commit's last task. Each
+    keeps its own write-once output and its own delivery count ("write#0", "register#0"), so
+    a redelivery after the write replays it and runs only the registration. Returns the
+    commit's result."""
+    retry = delivery.retry if delivery is not None else None
+    await write(c, ledger, commit_id, None if retry is None else Delivery("write", retry))
+    reg = None if retry is None else Delivery("register", retry)
+    return await register(c, ledger, commit_id, reg)
+
+
 # The blocking twins a Celery task calls: each runs its step on a fresh event loop.
 def archive_step(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
@@ -464,6 +477,12 @@ def register_step(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
 ) -> dict[str, Any]:
     return run_sync(register(c, ledger, commit_id, delivery))
+
+
+def finish_step(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
+) -> dict[str, Any]:
+    return run_sync(finish(c, ledger, commit_id, delivery))
 
 
 def resume_point(phase: str) -> str | None:

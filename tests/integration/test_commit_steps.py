@@ -317,7 +317,7 @@ def test_extractors_finishing_at_once_move_the_commit_to_extracted(make_settings
     rt.close()
 
 
-def test_prepare_runs_archive_extractors_and_plan_in_one_step(make_settings, clean_db):
+def test_prepare_then_finish_run_a_commit_in_two_steps(make_settings, clean_db):
     rt = Runtime(make_settings(redis=False))
     ledger = CommitLedger(rt.db)
     c = rt.components()
@@ -329,7 +329,10 @@ def test_prepare_runs_archive_extractors_and_plan_in_one_step(make_settings, cle
     assert {"archive_ms", "plan_ms"} <= set(row.timings)
     assert ledger.load_output(req.commit_id, "plan") == planned
     assert steps.prepare_step(c, ledger, req.commit_id, steps.Delivery("prepare", 0)) == planned
-    steps.write_step(c, ledger, req.commit_id)
-    result = steps.register_step(c, ledger, req.commit_id)
-    assert ledger.get(req.commit_id).phase == "registered" and result["status"] == "success"
+    result = steps.finish_step(c, ledger, req.commit_id, steps.Delivery("finish", 0))
+    row = ledger.get(req.commit_id)
+    assert row.phase == "registered" and result["status"] == "success" and row.result == result
+    assert {"write#0", "register#0", "prepare#0"} <= set(row.attempts)
+    assert steps.finish_step(c, ledger, req.commit_id, steps.Delivery("finish", 0)) == result
+    assert ledger.get(req.commit_id).attempts == row.attempts  # a replay writes nothing
     rt.close()

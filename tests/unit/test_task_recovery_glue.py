@@ -44,6 +44,7 @@ def test_postgres_down_when_a_task_reads_its_state_and_counts_its_delivery_is_tr
         ("ctxpipe.commit.extract_profile", ["c-2"], "c-2"),
         ("ctxpipe.commit.plan", [[{"x": 1}, None], "c-3"], "c-3"),  # chord body
         ("ctxpipe.commit.prepare", ["c-5"], "c-5"),
+        ("ctxpipe.commit.finish", ["c-6"], "c-6"),
         ("ctxpipe.commit.start", ["c-4", "extract"], "c-4"),
         ("ctxpipe.commit.submit", [{"session_id": "s"}], None),  # not in the ledger yet
         ("ctxpipe.index.drain", [], None),
@@ -52,3 +53,29 @@ def test_postgres_down_when_a_task_reads_its_state_and_counts_its_delivery_is_tr
 )
 def test_commit_of_a_task_message(name: str, args: list[Any], expected: str | None) -> None:
     assert commit_of(name, args) == expected
+
+
+def test_the_canvas_of_a_commit() -> None:
+    """A chord only where some extractors get a task of their own; else prepare + finish."""
+    from tasks.commit import workflow
+
+    def shape(sig: Any) -> str:
+        if hasattr(sig, "body"):  # a chord: Celery folds the rest of the chain into its body
+            return f"chord({shape(sig.tasks)}) -> {shape(sig.body)}"
+        if isinstance(sig, list | tuple) or hasattr(sig, "tasks"):  # a chain or a group
+            return ", ".join(shape(t) for t in getattr(sig, "tasks", sig))
+        return str(sig.task).rsplit(".", 1)[-1]
+
+    assert shape(workflow("c", extractors=[])) == "prepare, finish"
+    assert shape(workflow("c", "extract", extractors=[])) == "prepare, finish"
+    two = ["profile", "procedure"]
+    assert shape(workflow("c", extractors=two)) == (
+        "archive, chord(extract_profile, extract_procedure) -> plan, finish"
+    )
+    assert shape(workflow("c", "extract", extractors=two)) == (
+        "chord(extract_profile, extract_procedure) -> plan, finish"
+    )
+    assert shape(workflow("c", "write", extractors=two)) == "finish"
+    assert shape(workflow("c", "register", extractors=two)) == "register"
+    with pytest.raises(ValueError, match="unknown start phase"):
+        workflow("c", "nope")

@@ -276,3 +276,23 @@ def test_prepare_runs_archive_extractors_and_plan_as_one_step(
     assert row is not None and row.phase == "planned"
     assert set(row.extractors) == set(EXTRACTOR_NAMES)
     assert steps.prepare_step(b, one, req.commit_id) == planned  # redelivered: replayed
+
+
+def test_finish_writes_then_registers_and_a_redelivery_only_registers(
+    make_components: MakeComponents,
+) -> None:
+    c = make_components()
+    ledger = InMemoryLedger()
+    req = request(SESSION_1, commit_id="mem-finish")
+    steps.submit(ledger, req)
+    steps.prepare_step(c, ledger, req.commit_id)
+    steps.write_step(c, ledger, req.commit_id, steps.Delivery("write", 0))  # then it died
+    files = snapshot(c.settings.fs_root)
+    result = steps.finish_step(c, ledger, req.commit_id, steps.Delivery("finish", 0))
+    row = ledger.get(req.commit_id)
+    assert row is not None and row.phase == "registered" and row.result == result
+    after = {k: v for k, v in snapshot(c.settings.fs_root).items() if "/.commits/" not in k}
+    assert after == files  # the write was replayed, not re-run (register adds its journal)
+    assert row.attempts == {"write#0": 1, "register#0": 1}  # each step counts its own
+    assert steps.finish_step(c, ledger, req.commit_id, steps.Delivery("finish", 1)) == result
+    assert ledger.get(req.commit_id).attempts == row.attempts  # type: ignore[union-attr]

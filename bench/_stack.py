@@ -81,6 +81,30 @@ def local_stack(workers: list[tuple[str, int]], **overrides: Any) -> Iterator[Se
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def stack_cpu_s(settings: Settings) -> float:
+    """CPU seconds (user + system) used so far by the whole local stack: this process, its
+    worker processes and their pool children, PostgreSQL (every backend) and Redis. On a
+    shared machine wall time depends on the neighbours; CPU per commit does much less."""
+    import psutil
+
+    root = Path(settings.var_dir).parent
+    procs = [psutil.Process(), *psutil.Process().children(recursive=True)]
+    for pidfile in (root / "pg" / "postmaster.pid", root / "redis" / "redis.pid"):
+        try:
+            server = psutil.Process(int(pidfile.read_text().split()[0]))
+            procs += [server, *server.children(recursive=True)]
+        except (OSError, ValueError, IndexError, psutil.Error):
+            continue
+    total = 0.0
+    for proc in {p.pid: p for p in procs}.values():
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            continue
+    return total
+
+
 def percentile(values: list[float], q: float) -> float:
     s = sorted(values)
     if not s:

@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-import redis
 from celery import Task, chain, chord, group
 from celery.canvas import Signature
 
 from ctxpipe.commit import steps
+from ctxpipe.commit.canvas import extractor_tasks
 from ctxpipe.commit.payloads import CommitRequest
-from ctxpipe.core.errors import CommitError
 from ctxpipe.core.session import SessionInput
 from tasks import context
 from tasks.app import app
-from tasks.queues import ARCHIVE, EXTRACT_TASKS, PLAN, REGISTER, START, SUBMIT, WRITE
+from tasks.queues import (
+    ARCHIVE,
+    EXTRACT_TASKS,
+    FINISH,
+    PLAN,
+    PREPARE,
+    REGISTER,
+    START,
+    SUBMIT,
+    WRITE,
+)
 
 
 class CommitTask(Task):
-    """Retries transient failures with backoff + jitter; refuses redelivery loops."""
+    """Retries transient failures with backoff + jitter; refuses redelivery loops (the step's
+    first ledger read counts the delivery: `steps.Delivery`)."""
 
     abstract = True
     autoretry_for = (steps.TransientStepError,)
@@ -41,27 +52,9 @@ class CommitTask(Task):
     def ledger(self):
         return context.ledger(self.settings)
 
-    def guard(self, commit_id: str) -> None:
-        """Count this delivery; record retries/redeliveries in the ledger; stop a task whose
-        every delivery killed its worker instead of looping on it forever."""
-        phase = self.name.rsplit(".", 1)[-1]
-        try:
-            n = context.count_delivery(self.settings, self.request.id, self.request.retries)
-        except (redis.RedisError, OSError) as exc:  # a broker hiccup: retry, don't fail
-            raise steps.TransientStepError(phase, exc) from exc
-        try:  # PostgreSQL down at task start: retry like any step, never drop the commit
-            if n > 1 or self.request.retries:
-                self.ledger().bump_attempt(commit_id, phase)
-            if n > context.MAX_DELIVERIES:
-                msg = f"{self.name} was delivered {n} times without finishing (worker lost)"
-                self.ledger().fail(commit_id, phase, msg)
-                raise CommitError(msg, phase=phase)
-        except CommitError:
-            raise
-        except Exception as exc:
-            if steps.is_transient(exc):
-                raise steps.TransientStepError(phase, exc) from exc
-            raise
+    def delivery(self) -> steps.Delivery:
+        """This delivery of this task's message, for the step to count in the ledger."""
+        return steps.Delivery(self.name.rsplit(".", 1)[-1], int(self.request.retries or 0))
 
 
 def _task(name: str, **kw: Any):
@@ -70,15 +63,14 @@ def _task(name: str, **kw: Any):
 
 @_task(ARCHIVE)
 def archive(self: CommitTask, commit_id: str) -> dict[str, Any]:
-    self.guard(commit_id)
-    return steps.archive_step(self.components(), self.ledger(), commit_id)
+    return steps.archive_step(self.components(), self.ledger(), commit_id, self.delivery())
 
 
 def _make_extract(name: str, task_name: str):
     @_task(task_name)
     def extract(self: CommitTask, commit_id: str) -> dict[str, Any]:
-        self.guard(commit_id)
-        return steps.extract_step(self.components(), self.ledger(), commit_id, name)
+        c, ledger = self.components(), self.ledger()
+        return steps.extract_step(c, ledger, commit_id, name, self.delivery())
 
     return extract
 
@@ -90,48 +82,71 @@ EXTRACTORS = {name: _make_extract(name, tn) for name, tn in EXTRACT_TASKS.items(
 def plan(self: CommitTask, _header_results: list[Any], commit_id: str) -> dict[str, Any]:
     """Chord body. The extractor outputs are read from the ledger (write-once), so the plan
     never depends on which delivery of a header task reported first."""
-    self.guard(commit_id)
-    return steps.plan_step(self.components(), self.ledger(), commit_id)
+    return steps.plan_step(self.components(), self.ledger(), commit_id, self.delivery())
+
+
+@_task(PREPARE)
+def prepare(self: CommitTask, commit_id: str) -> dict[str, Any]:
+    """Archive, extractors and plan in one task: the canvas without a chord."""
+    return steps.prepare_step(self.components(), self.ledger(), commit_id, self.delivery())
 
 
 @_task(WRITE)
 def write(self: CommitTask, commit_id: str) -> dict[str, Any]:
-    self.guard(commit_id)
-    return steps.write_step(self.components(), self.ledger(), commit_id)
+    return steps.write_step(self.components(), self.ledger(), commit_id, self.delivery())
 
 
 @_task(REGISTER)
 def register(self: CommitTask, commit_id: str) -> dict[str, Any]:
-    self.guard(commit_id)
-    result = steps.register_step(self.components(), self.ledger(), commit_id)
+    c, ledger = self.components(), self.ledger()
+    result = steps.register_step(c, ledger, commit_id, self.delivery())
     from tasks.index import kick_drain  # index the commit's nodes now, not at the next beat
 
     kick_drain(self.settings)
     return result
 
 
-def workflow(commit_id: str, start: str = "archive") -> Signature:
-    """chain(archive, chord(group(4 extractors), plan), write, register) — or its tail."""
-    extract = chord(group(t.si(commit_id) for t in EXTRACTORS.values()), plan.s(commit_id))
-    parts: list[Signature] = []
-    if start == "archive":
-        parts = [archive.si(commit_id), extract, write.si(commit_id), register.si(commit_id)]
-    elif start == "extract":
-        parts = [extract, write.si(commit_id), register.si(commit_id)]
-    elif start == "write":
-        parts = [write.si(commit_id), register.si(commit_id)]
-    elif start == "register":
-        parts = [register.si(commit_id)]
-    else:
+@_task(FINISH)
+def finish(self: CommitTask, commit_id: str) -> dict[str, Any]:
+    """Write, then register: the last task of a commit's canvas."""
+    c, ledger = self.components(), self.ledger()
+    result = steps.finish_step(c, ledger, commit_id, self.delivery())
+    from tasks.index import kick_drain
+
+    kick_drain(self.settings)
+    return result
+
+
+def workflow(
+    commit_id: str, start: str = "archive", extractors: Sequence[str] | None = None
+) -> Signature:
+    """The commit's canvas from phase `start`: chain(archive, chord(group(extractor tasks),
+    plan), finish) where some extractors get a task of their own (`extractors`, default:
+    `canvas.extractor_tasks` without the request), else chain(prepare, finish) — or its
+    tail (finish = write + register; from `register`: the registration alone)."""
+    if extractors is None:
+        extractors = extractor_tasks(None, app.conf.ctxpipe_settings)
+    head: list[Signature] = []
+    if start in ("archive", "extract"):
+        if extractors:
+            header = group(EXTRACTORS[n].si(commit_id) for n in extractors)
+            head = [chord(header, plan.s(commit_id))]
+            if start == "archive":
+                head.insert(0, archive.si(commit_id))
+        else:
+            head = [prepare.si(commit_id)]
+    elif start not in ("write", "register"):
         raise ValueError(f"unknown start phase {start!r}")
-    return chain(*parts)
+    last = register if start == "register" else finish
+    return chain(*head, last.si(commit_id))
 
 
 @app.task(name=START, ignore_result=True, acks_late=True)
-def start(commit_id: str, phase: str = "archive") -> None:
+def start(commit_id: str, phase: str = "archive", extractors: list[str] | None = None) -> None:
     """Build and launch a commit's canvas on a worker: producers only send this one small
-    message (fire-and-forget) and follow the commit through the ledger."""
-    workflow(commit_id, phase).apply_async(add_to_parent=False)
+    message (fire-and-forget) and follow the commit through the ledger. `extractors`: those
+    that get a task of their own, as the producer chose from the request."""
+    workflow(commit_id, phase, extractors).apply_async(add_to_parent=False)
 
 
 def enqueue(req: CommitRequest) -> str:
@@ -143,7 +158,8 @@ def enqueue(req: CommitRequest) -> str:
     new = steps.submit(ledger, req, settings.limits, max_pending=settings.commit.max_pending)
     row = None if new else ledger.get(req.commit_id)
     if new or (row is not None and row.phase == "enqueued"):
-        workflow(req.commit_id).apply_async(add_to_parent=False)
+        fanout = extractor_tasks(req, app.conf.ctxpipe_settings)
+        workflow(req.commit_id, extractors=fanout).apply_async(add_to_parent=False)
     return req.commit_id
 
 

@@ -15,8 +15,6 @@ from ctxpipe.storage.commit_ledger import CommitLedger
 _lock = threading.Lock()
 _state: dict[str, object] = {}
 
-MAX_DELIVERIES = 5  # a task that kills its worker this many times is failed, not re-run
-
 
 def _fresh() -> bool:
     return _state.get("pid") == os.getpid()
@@ -49,14 +47,3 @@ def ledger(settings: Settings) -> CommitLedger:
 def redis_client(settings: Settings) -> redis.Redis:
     runtime(settings)
     return _state["redis"]  # type: ignore[return-value]
-
-
-def count_delivery(settings: Settings, task_id: str, retries: int) -> int:
-    """How many times this exact task message (id + retry number) has started running."""
-    key = f"ctxpipe:deliveries:{task_id}:{retries}"
-    client = redis_client(settings)
-    pipe = client.pipeline()
-    pipe.incr(key)
-    pipe.expire(key, 7 * 24 * 3600)
-    count, _ = pipe.execute()
-    return int(count)

@@ -17,8 +17,10 @@ EXTRACT_TASKS = {
     "procedure": "ctxpipe.commit.extract_procedure",
 }
 PLAN = "ctxpipe.commit.plan"
+PREPARE = "ctxpipe.commit.prepare"  # archive + extractors + plan in one task (no chord)
 WRITE = "ctxpipe.commit.write"
 REGISTER = "ctxpipe.commit.register"
+FINISH = "ctxpipe.commit.finish"  # write + register in one task: the last of a commit
 SWEEP = "ctxpipe.maintenance.sweep_stuck_commits"
 REAP = "ctxpipe.maintenance.reap"
 

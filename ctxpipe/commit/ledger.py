@@ -16,7 +16,13 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ctxpipe.core.enums import CommitPhase
-from ctxpipe.storage.commit_ledger import DRAIN_WINDOW_S, PHASE_ORDER, CommitBacklog, LedgerRow
+from ctxpipe.storage.commit_ledger import (
+    DRAIN_WINDOW_S,
+    PHASE_ORDER,
+    CommitBacklog,
+    LedgerRow,
+    StepState,
+)
 
 
 class LedgerPort(Protocol):
@@ -61,8 +67,8 @@ class LedgerPort(Protocol):
         extractors: dict[str, Any] | None = None,
         timings: dict[str, Any] | None = None,
         with_result: bool = False,
-        count_prefix: str | None = None,
-    ) -> tuple[dict[str, Any], int]: ...
+        extracted_when: int | None = None,
+    ) -> dict[str, Any]: ...
 
     def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -71,8 +77,12 @@ class LedgerPort(Protocol):
     def load_outputs(self, commit_id: str, prefix: str) -> dict[str, dict[str, Any]]: ...
 
     def state(
-        self, commit_id: str, keys: list[str]
-    ) -> tuple[dict[str, Any], datetime, str, dict[str, dict[str, Any]]] | None: ...
+        self,
+        commit_id: str,
+        keys: list[str],
+        delivery: str | None = None,
+        done: str | None = None,
+    ) -> StepState | None: ...
 
 
 _FINISHED = (CommitPhase.REGISTERED.value, CommitPhase.FAILED.value)
@@ -177,7 +187,7 @@ class InMemoryLedger:
         row = found.row
         if row.phase == CommitPhase.FAILED.value:
             return
-        if PHASE_ORDER.index(row.phase) > PHASE_ORDER.index(phase.value):
+        if _after(row.phase, phase.value):
             return
         if row.phase != phase.value:  # progress resets the sweeper's re-drive count
             row.attempts.pop("sweep", None)
@@ -215,19 +225,23 @@ class InMemoryLedger:
         extractors: dict[str, Any] | None = None,
         timings: dict[str, Any] | None = None,
         with_result: bool = False,
-        count_prefix: str | None = None,
-    ) -> tuple[dict[str, Any], int]:
-        """Store a phase output (first writer wins), advance the phase, and optionally count
-        the outputs under `count_prefix`, all under one lock. Returns (stored output, count)."""
+        extracted_when: int | None = None,
+    ) -> dict[str, Any]:
+        """Store a phase output (first writer wins) and advance the phase under one lock;
+        `extracted_when`: with an extractor's report, move on to `extracted` once that many
+        extractors have reported. Returns the stored output."""
         with self._lock:
             stored = self._save(commit_id, key, payload)
+            row = self._commits[commit_id].row
+            if row.phase == CommitPhase.FAILED.value or _after(row.phase, phase.value):
+                return stored  # a late or concurrent run: the phase never moves backwards
+            target = phase
+            reported = set(row.extractors) | set(extractors or {})
+            if extracted_when is not None and len(reported) >= extracted_when:
+                target = CommitPhase.EXTRACTED
             result = stored if with_result else None
-            self._advance(commit_id, phase, status, extractors, timings, result)
-            count = 0
-            if count_prefix is not None:
-                keys = self._commits[commit_id].outputs
-                count = sum(1 for k in keys if k.startswith(count_prefix))
-        return stored, count
+            self._advance(commit_id, target, status, extractors, timings, result)
+        return stored
 
     def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
@@ -252,13 +266,28 @@ class InMemoryLedger:
             return {k: v for k, v in sorted(found.outputs.items()) if k.startswith(prefix)}
 
     def state(
-        self, commit_id: str, keys: list[str]
-    ) -> tuple[dict[str, Any], datetime, str, dict[str, dict[str, Any]]] | None:
+        self,
+        commit_id: str,
+        keys: list[str],
+        delivery: str | None = None,
+        done: str | None = None,
+    ) -> StepState | None:
+        """The request, creation time, phase and the listed outputs; with `delivery`, this
+        delivery counted in `attempts` unless output `done` exists (as the PostgreSQL ledger
+        does)."""
         with self._lock:
             found = self._commits.get(commit_id)
             if found is None:
                 return None
             row = found.row
+            deliveries = 0
+            if delivery is not None and (done or "") not in found.outputs:
+                deliveries = int(row.attempts.get(delivery, 0)) + 1
+                row.attempts[delivery] = deliveries
             outputs = {k: found.outputs[k] for k in keys if k in found.outputs}
             assert row.created_at is not None
-            return row.request, row.created_at, row.phase, outputs
+            return StepState(row.request, row.created_at, row.phase, outputs, deliveries)
+
+
+def _after(phase: str, other: str) -> bool:
+    return PHASE_ORDER.index(phase) > PHASE_ORDER.index(other)

@@ -12,10 +12,12 @@ The Celery tasks in `tasks/` are thin wrappers around the blocking twins.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import time
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -36,13 +38,31 @@ from ctxpipe.commit.register import register_phase, usage_by_phase
 from ctxpipe.core.config import LimitsConfig
 from ctxpipe.core.enums import CommitPhase
 from ctxpipe.core.errors import CommitError, CtxError, LLMError, LockTimeoutError, StorageError
-from ctxpipe.core.models import ExtractionResult
+from ctxpipe.core.models import ExtractionResult, SessionArchive
 from ctxpipe.core.session import check_limits
 from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
 from ctxpipe.providers.base import run_sync
 
 ARCHIVE, PLAN, WRITE, RESULT = "archive", "plan", "write", "result"
 EXTRACT_PREFIX = "extract:"
+MAX_DELIVERIES = 5  # a task that kills its worker this many times is failed, not re-run
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One delivery of a step's task message: the task's short name ("extract_profile") and
+    its retry number. The step's first ledger read counts it (`attempts["<task>#<retry>"]`)
+    while the step has not finished, so a delivery costs no round trip of its own; a task
+    delivered more than MAX_DELIVERIES times at the same retry without its step finishing
+    fails the commit (its every delivery killed the worker: running it again would loop
+    forever). A finished step's redelivery only replays its output."""
+
+    task: str
+    retry: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.task}#{self.retry}"
 
 
 class TransientStepError(Exception):
@@ -168,18 +188,33 @@ def submit(
 
 
 def _state(
-    c: CommitComponents, ledger: LedgerPort, commit_id: str, keys: list[str]
+    c: CommitComponents,
+    ledger: LedgerPort,
+    commit_id: str,
+    keys: list[str],
+    delivery: Delivery | None = None,
+    *,
+    phase: str = "",
+    done: str = "",
 ) -> tuple[CommitRequest, datetime, dict[str, dict[str, Any]]]:
-    """The request, its creation time and whichever of `keys` exist (one query). A commit
-    already marked failed (for example by the sweeper) is never advanced again: its late tasks
-    write nothing."""
-    state = ledger.state(commit_id, keys)
+    """The request, its creation time and whichever of `keys` exist (one round trip, which
+    also counts `delivery`). A commit already marked failed (for example by the sweeper) is
+    never advanced again: its late tasks write nothing. A delivery over MAX_DELIVERIES whose
+    step has not finished (`done`: the key of its output) fails the commit in `phase`."""
+    key = delivery.key if delivery is not None else None
+    state = ledger.state(commit_id, keys, key, done)
     if state is None:
         raise CommitError(f"unknown commit {commit_id}", phase="enqueued")
-    request, created_at, phase, outputs = state
-    if phase == CommitPhase.FAILED.value:
+    if state.phase == CommitPhase.FAILED.value:
         raise CommitAlreadyFailedError(commit_id)
-    return c.step_cache.request(commit_id, request), created_at, outputs
+    if delivery is not None and state.deliveries > MAX_DELIVERIES:
+        msg = (
+            f"{delivery.task} was delivered {state.deliveries} times without finishing "
+            "(its worker was lost each time; see the worker logs)"
+        )
+        ledger.fail(commit_id, phase, msg)
+        raise CommitError(msg, phase=phase)
+    return c.step_cache.request(commit_id, state.request), state.created_at, state.outputs
 
 
 def _need(outputs: dict[str, dict[str, Any]], key: str, phase: str) -> dict[str, Any]:
@@ -213,38 +248,34 @@ def extraction_results(outputs: dict[str, dict[str, Any]]) -> list[ExtractionRes
     return [ExtractionResult.model_validate(outputs[k]) for k in EXTRACT_KEYS]
 
 
-@transient_as_retry("archive")
-async def archive(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    req, _, outs = _state(c, ledger, commit_id, [ARCHIVE])
-    if ARCHIVE in outs:
-        return outs[ARCHIVE]
+async def _archive(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, req: CommitRequest
+) -> dict[str, Any]:
     outcome = await _run(ledger, commit_id, "archive", archive_phase(c, req))
-    stored, _ = ledger.complete(
+    return ledger.complete(
         commit_id,
         ARCHIVE,
         outcome.model_dump(mode="json"),
         CommitPhase.ARCHIVED,
         timings={"archive_ms": outcome.duration_ms},
     )
-    return stored
 
 
-@transient_as_retry("extract")
-async def extract(
-    c: CommitComponents, ledger: LedgerPort, commit_id: str, name: str
+async def _extract(
+    c: CommitComponents,
+    ledger: LedgerPort,
+    commit_id: str,
+    name: str,
+    req: CommitRequest,
+    archived: SessionArchive,
 ) -> dict[str, Any]:
-    key = EXTRACT_PREFIX + name
-    req, _, outs = _state(c, ledger, commit_id, [key, ARCHIVE])
-    if key in outs:  # redelivered: the first stored output stands
-        if len(ledger.load_outputs(commit_id, EXTRACT_PREFIX)) == len(EXTRACTOR_NAMES):
-            ledger.advance(commit_id, CommitPhase.EXTRACTED)
-        return outs[key]
-    archived = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "extract")).archive
     result = await _run(ledger, commit_id, "extract", extract_phase(c, name, req, archived))
     rep = result.report
-    stored, count = ledger.complete(
+    # the last of the extractors to report moves the commit on to `extracted`, in the same
+    # statement that stores its output
+    return ledger.complete(
         commit_id,
-        key,
+        EXTRACT_PREFIX + name,
         result.model_dump(mode="json"),
         CommitPhase.ARCHIVED,
         extractors={
@@ -256,34 +287,113 @@ async def extract(
             }
         },
         timings={f"extract_{name}_ms": rep.duration_ms},
-        count_prefix=EXTRACT_PREFIX,
+        extracted_when=len(EXTRACTOR_NAMES),
     )
-    if count == len(EXTRACTOR_NAMES):
-        ledger.advance(commit_id, CommitPhase.EXTRACTED)
-    return stored
 
 
-@transient_as_retry("plan")
-async def plan(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    req, _, outs = _state(c, ledger, commit_id, [PLAN, ARCHIVE, *EXTRACT_KEYS])
-    if PLAN in outs:
-        return outs[PLAN]
+async def _extract_missing(
+    c: CommitComponents,
+    ledger: LedgerPort,
+    commit_id: str,
+    req: CommitRequest,
+    outs: dict[str, dict[str, Any]],
+    phase: str,
+) -> None:
+    """Run, concurrently in this process, the extractors whose output is not stored yet (all
+    of them on the inline canvas; on the chord's, those with nothing to ask the LLM)."""
+    missing = [n for n in EXTRACTOR_NAMES if EXTRACT_PREFIX + n not in outs]
+    if not missing:
+        return
+    archived = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, phase)).archive
+    done = await asyncio.gather(
+        *(_extract(c, ledger, commit_id, n, req, archived) for n in missing)
+    )
+    outs.update({EXTRACT_PREFIX + n: out for n, out in zip(missing, done, strict=True)})
+
+
+async def _plan(
+    c: CommitComponents,
+    ledger: LedgerPort,
+    commit_id: str,
+    req: CommitRequest,
+    outs: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
     archived = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "plan")).archive
     results = extraction_results(outs)
     outcome = await _run(ledger, commit_id, "plan", plan_phase(c, req, archived, results))
-    stored, _ = ledger.complete(
+    return ledger.complete(
         commit_id,
         PLAN,
         outcome.model_dump(mode="json"),
         CommitPhase.PLANNED,
         timings={"plan_ms": outcome.duration_ms},
     )
-    return stored
+
+
+@transient_as_retry("archive")
+async def archive(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
+) -> dict[str, Any]:
+    req, _, outs = _state(c, ledger, commit_id, [ARCHIVE], delivery, phase="archive", done=ARCHIVE)
+    if ARCHIVE in outs:
+        return outs[ARCHIVE]
+    return await _archive(c, ledger, commit_id, req)
+
+
+@transient_as_retry("extract")
+async def extract(
+    c: CommitComponents,
+    ledger: LedgerPort,
+    commit_id: str,
+    name: str,
+    delivery: Delivery | None = None,
+) -> dict[str, Any]:
+    key = EXTRACT_PREFIX + name
+    req, _, outs = _state(c, ledger, commit_id, [key, ARCHIVE], delivery, phase="extract", done=key)
+    if key in outs:  # redelivered: the first stored output stands
+        return outs[key]
+    archived = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "extract")).archive
+    return await _extract(c, ledger, commit_id, name, req, archived)
+
+
+@transient_as_retry("plan")
+async def plan(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
+) -> dict[str, Any]:
+    """Plan the commit's writes. An extractor whose output is missing (one the chord left out:
+    it had nothing to ask the LLM) runs here first."""
+    keys = [PLAN, ARCHIVE, *EXTRACT_KEYS]
+    req, _, outs = _state(c, ledger, commit_id, keys, delivery, phase="plan", done=PLAN)
+    if PLAN in outs:
+        return outs[PLAN]
+    await _extract_missing(c, ledger, commit_id, req, outs, "plan")
+    return await _plan(c, ledger, commit_id, req, outs)
+
+
+@transient_as_retry("plan")
+async def prepare(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
+) -> dict[str, Any]:
+    """Archive, the four extractors (concurrently) and the plan in one step: the commit's
+    first task where the extractors do not get tasks of their own. One ledger read for all
+    three; each phase still stores its output write-once, so a redelivery resumes after the
+    last phase stored."""
+    keys = [PLAN, ARCHIVE, *EXTRACT_KEYS]
+    req, _, outs = _state(c, ledger, commit_id, keys, delivery, phase="plan", done=PLAN)
+    if PLAN in outs:
+        return outs[PLAN]
+    if ARCHIVE not in outs:
+        outs[ARCHIVE] = await _archive(c, ledger, commit_id, req)
+    await _extract_missing(c, ledger, commit_id, req, outs, "extract")
+    return await _plan(c, ledger, commit_id, req, outs)
 
 
 @transient_as_retry("write")
-async def write(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    req, _, outs = _state(c, ledger, commit_id, [WRITE, ARCHIVE, PLAN])
+async def write(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
+) -> dict[str, Any]:
+    keys = [WRITE, ARCHIVE, PLAN]
+    req, _, outs = _state(c, ledger, commit_id, keys, delivery, phase="write", done=WRITE)
     if WRITE in outs:
         return outs[WRITE]
     archived = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "write")).archive
@@ -292,20 +402,22 @@ async def write(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict
         outcome = WriteOutcome()
     else:
         outcome = await _run(ledger, commit_id, "write", write_phase(c, req, archived, planned))
-    stored, _ = ledger.complete(
+    return ledger.complete(
         commit_id,
         WRITE,
         outcome.model_dump(mode="json"),
         CommitPhase.WRITTEN,
         timings={"write_ms": outcome.duration_ms, "written_at": time.time()},
     )
-    return stored
 
 
 @transient_as_retry("register")
-async def register(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
+async def register(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
+) -> dict[str, Any]:
+    keys = [RESULT, ARCHIVE, PLAN, WRITE, *EXTRACT_KEYS]
     req, created_at, outs = _state(
-        c, ledger, commit_id, [RESULT, ARCHIVE, PLAN, WRITE, *EXTRACT_KEYS]
+        c, ledger, commit_id, keys, delivery, phase="register", done=RESULT
     )
     if RESULT in outs:
         return outs[RESULT]
@@ -318,7 +430,7 @@ async def register(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> d
     result = register_phase(
         c, req, archived.archive, planned, written, usage=usage, duration_ms=elapsed
     )
-    stored, _ = ledger.complete(
+    return ledger.complete(
         commit_id,
         RESULT,
         result.model_dump(mode="json"),
@@ -327,30 +439,66 @@ async def register(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> d
         with_result=True,
         timings={"register_ms": int((time.perf_counter() - started) * 1000), "total_ms": elapsed},
     )
-    return stored
+
+
+async def finish(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
+) -> dict[str, Any]:
+    """Write (the commit point), then register, in one step: the commit's last task. Each
+    keeps its own write-once output and its own delivery count ("write#0", "register#0"), so
+    a redelivery after the write replays it and runs only the registration. Returns the
+    commit's result."""
+    retry = delivery.retry if delivery is not None else None
+    await write(c, ledger, commit_id, None if retry is None else Delivery("write", retry))
+    reg = None if retry is None else Delivery("register", retry)
+    return await register(c, ledger, commit_id, reg)
 
 
 # The blocking twins a Celery task calls: each runs its step on a fresh event loop.
-def archive_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    return run_sync(archive(c, ledger, commit_id))
+def archive_step(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
+) -> dict[str, Any]:
+    return run_sync(archive(c, ledger, commit_id, delivery))
 
 
 def extract_step(
-    c: CommitComponents, ledger: LedgerPort, commit_id: str, name: str
+    c: CommitComponents,
+    ledger: LedgerPort,
+    commit_id: str,
+    name: str,
+    delivery: Delivery | None = None,
 ) -> dict[str, Any]:
-    return run_sync(extract(c, ledger, commit_id, name))
+    return run_sync(extract(c, ledger, commit_id, name, delivery))
 
 
-def plan_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    return run_sync(plan(c, ledger, commit_id))
+def plan_step(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
+) -> dict[str, Any]:
+    return run_sync(plan(c, ledger, commit_id, delivery))
 
 
-def write_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    return run_sync(write(c, ledger, commit_id))
+def prepare_step(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
+) -> dict[str, Any]:
+    return run_sync(prepare(c, ledger, commit_id, delivery))
 
 
-def register_step(c: CommitComponents, ledger: LedgerPort, commit_id: str) -> dict[str, Any]:
-    return run_sync(register(c, ledger, commit_id))
+def write_step(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
+) -> dict[str, Any]:
+    return run_sync(write(c, ledger, commit_id, delivery))
+
+
+def register_step(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
+) -> dict[str, Any]:
+    return run_sync(register(c, ledger, commit_id, delivery))
+
+
+def finish_step(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
+) -> dict[str, Any]:
+    return run_sync(finish(c, ledger, commit_id, delivery))
 
 
 def resume_point(phase: str) -> str | None:

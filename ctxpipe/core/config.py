@@ -37,6 +37,11 @@ class DedupConfig(BaseModel):
 
 class CommitConfig(BaseModel):
     max_candidates_per_commit: int = Field(20, ge=1)
+    # how the four extractors run on the workers: "tasks" = a chord of one task per extractor
+    # that has something to ask the LLM (when two or more do), "inline" = concurrently inside
+    # the commit's first task, "auto" = "tasks" unless the LLM is the in-process rules provider
+    # (its extractors take milliseconds of CPU: a task each costs more than it saves)
+    extract_fanout: Literal["auto", "tasks", "inline"] = "auto"
     skip_archive_on_short_session: bool = True
     short_session_threshold: int = Field(3, ge=0)
     enable_dedup: bool = True

@@ -4,7 +4,7 @@ attempts, plus the write-once output of every phase (`commit_outputs`)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg.rows import dict_row
@@ -44,6 +44,17 @@ class LedgerRow(BaseModel):
     result: dict[str, Any] | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+
+
+class StepState(NamedTuple):
+    """What a step reads before it runs (`state`): one round trip."""
+
+    request: dict[str, Any]
+    created_at: datetime
+    phase: str
+    outputs: dict[str, dict[str, Any]]
+    # the reading task's deliveries so far, this one included (0: not counted)
+    deliveries: int = 0
 
 
 DRAIN_WINDOW_S = 60.0
@@ -163,46 +174,64 @@ class CommitLedger:
         extractors: dict[str, Any] | None = None,
         timings: dict[str, Any] | None = None,
         with_result: bool = False,
-        count_prefix: str | None = None,
-    ) -> tuple[dict[str, Any], int]:
-        """One transaction: store a phase output (first writer wins), advance the phase, and
-        optionally count the outputs under `count_prefix`. Returns (stored output, count)."""
+        extracted_when: int | None = None,
+    ) -> dict[str, Any]:
+        """One statement (one round trip, one transaction): store a phase output (the first
+        writer wins) and advance the phase. `extracted_when`: with an extractor's report, move
+        on to `extracted` once that many extractors have reported. Returns the stored output."""
+        params = {
+            "commit_id": commit_id,
+            "phase_key": key,
+            "payload": Jsonb(payload),
+            "phase": phase.value,
+            "status": status,
+            "extractors": Jsonb(extractors or {}),
+            "timings": Jsonb(timings or {}),
+            "with_result": with_result,
+            "extracted_when": extracted_when,
+            "order": PHASE_ORDER,
+        }
+        with self._db.autocommit() as conn:
+            row = conn.execute(self._q["ledger_complete"], params).fetchone()
+        if row is not None and row[0] is not None:
+            return dict(row[0])
+        # a concurrent run of this step stored its output after our statement began: read it
+        # (and record it as the result, which our statement could not see)
         with self._db.connection() as conn:
             stored = self._save(conn, commit_id, key, payload)
-            conn.execute(
-                self._q["ledger_advance"],
-                {
-                    "commit_id": commit_id,
-                    "phase": phase.value,
-                    "status": status,
-                    "extractors": Jsonb(extractors or {}),
-                    "timings": Jsonb(timings or {}),
-                    "result": Jsonb(stored) if with_result else None,
-                    "order": PHASE_ORDER,
-                },
-            )
-            count = 0
-            if count_prefix is not None:
-                n = conn.execute(
-                    self._q["output_count_prefix"],
-                    {"commit_id": commit_id, "prefix": count_prefix + "%"},
-                ).fetchone()
-                count = int(n[0]) if n else 0
-        return stored, count
+            if with_result:
+                conn.execute(
+                    self._q["ledger_advance"],
+                    {
+                        **params,
+                        "extractors": Jsonb({}),
+                        "timings": Jsonb({}),
+                        "result": Jsonb(stored),
+                    },
+                )
+        return stored
 
     def state(
-        self, commit_id: str, keys: list[str]
-    ) -> tuple[dict[str, Any], datetime, str, dict[str, dict[str, Any]]] | None:
+        self,
+        commit_id: str,
+        keys: list[str],
+        delivery: str | None = None,
+        done: str | None = None,
+    ) -> StepState | None:
         """One round trip: the commit's request, creation time, current phase and the listed
-        phase outputs that exist. None when the commit id is unknown."""
-        with self._db.connection() as conn:
-            rows = conn.execute(
-                self._q["ledger_state"], {"commit_id": commit_id, "keys": keys}
-            ).fetchall()
+        phase outputs that exist. With `delivery` (a task and its retry number, "plan#0") the
+        same statement counts this delivery in `attempts` and returns the count, unless the
+        step already finished (its output `done` exists: then nothing is written and the
+        count is 0). None when the commit id is unknown."""
+        query = "ledger_state" if delivery is None else "ledger_state_deliver"
+        params = {"commit_id": commit_id, "keys": keys, "delivery": delivery, "done": done or ""}
+        with self._db.autocommit() as conn:
+            rows = conn.execute(self._q[query], params).fetchall()
         if not rows:
             return None
-        outputs = {k: dict(p) for _, _, _, k, p in rows if k is not None}
-        return dict(rows[0][0]), rows[0][1], rows[0][2], outputs
+        request, created_at, phase, deliveries = rows[0][:4]
+        outputs = {k: dict(p) for *_, k, p in rows if k is not None}
+        return StepState(dict(request), created_at, phase, outputs, int(deliveries or 0))
 
     def bump_attempt(self, commit_id: str, key: str) -> int:
         with self._db.connection() as conn:

@@ -166,6 +166,25 @@ class Database:
         finally:
             pool.putconn(conn)
 
+    @contextmanager
+    def autocommit(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection in autocommit mode: each statement is its own transaction and
+        goes out without BEGIN and COMMIT, so a one-statement transaction costs one round trip
+        (`connection()` costs three). For work that fits in one statement."""
+        pool = self._get_pool()
+        conn = self._getconn(pool)
+        try:
+            if conn.adapters.types.get("vector") is None:
+                _register_vector(conn)
+            conn.autocommit = True
+            yield conn
+        finally:
+            try:
+                conn.autocommit = False  # the pool hands out transactional connections
+            except psycopg.Error:
+                pass  # a broken connection: the pool discards it
+            pool.putconn(conn)
+
     def _getconn(self, pool: ConnectionPool[Any]) -> psycopg.Connection[Any]:
         """A connection. When none comes within `connect_timeout`, one direct attempt tells an
         unreachable server (fail now, naming the cause) from a busy pool (wait up to

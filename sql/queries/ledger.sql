@@ -120,16 +120,80 @@ SELECT phase_key, payload FROM {{schema}}.commit_outputs
 WHERE commit_id = %(commit_id)s AND phase_key LIKE %(prefix)s
 ORDER BY phase_key
 
--- name: output_count_prefix
-SELECT count(*) FROM {{schema}}.commit_outputs
-WHERE commit_id = %(commit_id)s AND phase_key LIKE %(prefix)s
-
 -- name: ledger_state
-SELECT c.request, c.created_at, c.phase, o.phase_key, o.payload
+SELECT c.request, c.created_at, c.phase, NULL::int AS deliveries, o.phase_key, o.payload
 FROM {{schema}}.commits AS c
 LEFT JOIN {{schema}}.commit_outputs AS o
        ON o.commit_id = c.commit_id AND o.phase_key = ANY(%(keys)s)
 WHERE c.commit_id = %(commit_id)s
+
+-- name: ledger_state_deliver
+-- ledger_state that also counts the delivery of the task reading it, in the same statement,
+-- while its step has not finished (no output %(done)s yet): attempts[%(delivery)s] + 1, the
+-- key naming the task and its retry number ("plan#0"). A finished step's redelivery writes
+-- nothing. updated_at stays: a task that keeps losing its worker is no progress.
+WITH d AS (
+    UPDATE {{schema}}.commits
+    SET attempts = jsonb_set(attempts, ARRAY[%(delivery)s::text],
+                             to_jsonb(COALESCE((attempts ->> %(delivery)s)::int, 0) + 1))
+    WHERE commit_id = %(commit_id)s
+      AND NOT EXISTS (SELECT 1 FROM {{schema}}.commit_outputs
+                      WHERE commit_id = %(commit_id)s AND phase_key = %(done)s)
+    RETURNING (attempts ->> %(delivery)s)::int AS deliveries
+)
+SELECT c.request, c.created_at, c.phase, (SELECT deliveries FROM d), o.phase_key, o.payload
+FROM {{schema}}.commits AS c
+LEFT JOIN {{schema}}.commit_outputs AS o
+       ON o.commit_id = c.commit_id AND o.phase_key = ANY(%(keys)s)
+WHERE c.commit_id = %(commit_id)s
+
+-- name: ledger_complete
+-- One statement, so one round trip and one transaction: store a phase output (the first
+-- writer wins) and advance the commit as ledger_advance does. With %(extracted_when)s an
+-- extractor's report also moves the commit on to 'extracted' once that many extractors have
+-- reported. They are counted on the commit row, which the UPDATE locks and re-reads, so two
+-- extractors finishing at once never both miss it (a count of commit_outputs would: both
+-- statements' snapshots may predate the other's insert). NULL when a concurrent run of the
+-- same step inserted the output after this statement's snapshot (read it with output_get).
+WITH ins AS (
+    INSERT INTO {{schema}}.commit_outputs (commit_id, phase_key, payload)
+    VALUES (%(commit_id)s, %(phase_key)s, %(payload)s)
+    ON CONFLICT (commit_id, phase_key) DO NOTHING
+    RETURNING payload
+), stored AS (
+    SELECT payload FROM ins
+    UNION ALL
+    SELECT payload FROM {{schema}}.commit_outputs
+    WHERE commit_id = %(commit_id)s AND phase_key = %(phase_key)s
+    LIMIT 1
+), adv AS (
+    UPDATE {{schema}}.commits AS c
+    SET phase = CASE WHEN %(extracted_when)s::int IS NOT NULL
+                          AND (SELECT count(*) FROM jsonb_object_keys(
+                                   c.extractors || %(extractors)s))
+                              >= %(extracted_when)s::int
+                     THEN 'extracted' ELSE %(phase)s::text END,
+        status = COALESCE(%(status)s, c.status),
+        extractors = c.extractors || %(extractors)s,
+        timings = c.timings || %(timings)s,
+        result = CASE WHEN %(with_result)s THEN COALESCE((SELECT payload FROM stored), c.result)
+                      ELSE c.result END,
+        -- progress to a later phase resets the sweeper's re-drive count
+        attempts = CASE WHEN c.phase::text <> (
+                            CASE WHEN %(extracted_when)s::int IS NOT NULL
+                                      AND (SELECT count(*) FROM jsonb_object_keys(
+                                               c.extractors || %(extractors)s))
+                                          >= %(extracted_when)s::int
+                                 THEN 'extracted' ELSE %(phase)s::text END)
+                        THEN c.attempts - 'sweep' ELSE c.attempts END,
+        updated_at = now()
+    WHERE c.commit_id = %(commit_id)s
+      AND c.phase <> 'failed'
+      AND array_position(%(order)s::text[], c.phase::text)
+          <= array_position(%(order)s::text[], %(phase)s::text)
+    RETURNING 1
+)
+SELECT (SELECT payload FROM stored)
 
 -- name: output_save_get
 WITH ins AS (

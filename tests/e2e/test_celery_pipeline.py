@@ -134,6 +134,8 @@ def test_redelivering_any_phase_by_hand_changes_nothing(stack_settings, tmp_path
             "extract_procedure",
             "write",
             "register",
+            "prepare",
+            "finish",
         ]
         for name in names:
             call_task(stack_settings, f"ctxpipe.commit.{name}", ["cel-again"])

@@ -232,3 +232,107 @@ def test_progress_resets_the_sweepers_count(make_settings, clean_db):
     ledger.advance(req.commit_id, CommitPhase.ARCHIVED)  # progress: count reset
     assert "sweep" not in ledger.get(req.commit_id).attempts
     rt.close()
+
+
+def test_a_redelivered_step_is_counted_and_a_poison_task_stops(make_settings, clean_db):
+    """The delivery is counted by the statement that reads the step's state: a retry is a
+    message of its own; the delivery after MAX_DELIVERIES of a step that never finished
+    fails the commit with a clear message, and every later task of it stops."""
+    rt = Runtime(make_settings(redis=False))
+    ledger = CommitLedger(rt.db)
+    c = rt.components()
+    req = make_req("steps-poison")
+    steps.submit(ledger, req)
+    counted = [ledger.state(req.commit_id, ["archive"], "archive#0") for _ in range(3)]
+    assert [s.deliveries for s in counted] == [1, 2, 3]
+    assert ledger.state(req.commit_id, [], "archive#1").deliveries == 1  # a retry
+    assert ledger.state(req.commit_id, []).deliveries == 0  # not a delivery: nothing counted
+    assert ledger.state("nope", [], "archive#0") is None
+    assert ledger.get(req.commit_id).attempts == {"archive#0": 3, "archive#1": 1}
+    assert ledger.get(req.commit_id).phase == "enqueued"  # counting is no progress
+
+    lost = steps.Delivery("archive", 0)
+    for _ in range(steps.MAX_DELIVERIES - 3):  # these deliveries lost their worker too
+        ledger.state(req.commit_id, [], lost.key)
+    with pytest.raises(CommitError, match="archive was delivered 6 times without finishing"):
+        steps.archive_step(c, ledger, req.commit_id, lost)
+    row = ledger.get(req.commit_id)
+    assert row.phase == "failed" and row.error_phase == "archive"
+    assert "delivered 6 times" in row.error
+    with pytest.raises(steps.CommitAlreadyFailedError):
+        steps.write_step(c, ledger, req.commit_id, steps.Delivery("write", 0))
+    rt.close()
+
+
+def test_a_finished_step_redelivered_replays_however_often(make_settings, clean_db):
+    rt = Runtime(make_settings(redis=False))
+    ledger = CommitLedger(rt.db)
+    c = rt.components()
+    req = make_req("steps-replay")
+    steps.submit(ledger, req)
+    delivery = steps.Delivery("archive", 0)
+    first = steps.archive_step(c, ledger, req.commit_id, delivery)
+    for _ in range(steps.MAX_DELIVERIES + 1):
+        assert steps.archive_step(c, ledger, req.commit_id, delivery) == first
+    row = ledger.get(req.commit_id)
+    # a finished step's deliveries write nothing: only the first one was counted
+    assert row.phase == "archived" and row.attempts == {"archive#0": 1}
+    counted = ledger.state(req.commit_id, ["archive"], "archive#0", done="archive")
+    assert counted.deliveries == 0 and "archive" in counted.outputs
+    rt.close()
+
+
+def test_extractors_finishing_at_once_move_the_commit_to_extracted(make_settings, clean_db):
+    """Each extractor's output and report go in one statement; the one that completes the set
+    moves the commit on, counted on the locked commit row (never missed by a race)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ctxpipe.core.enums import CommitPhase
+
+    rt = Runtime(make_settings(redis=False))
+    ledger = CommitLedger(rt.db)
+    for round_ in range(5):
+        cid = f"steps-race-{round_}"
+        steps.submit(ledger, make_req(cid))
+        ledger.advance(cid, CommitPhase.ARCHIVED)
+
+        def report(name: str, cid: str = cid) -> dict:
+            return ledger.complete(
+                cid,
+                f"extract:{name}",
+                {"name": name},
+                CommitPhase.ARCHIVED,
+                extractors={name: {"status": "ok"}},
+                extracted_when=len(EXTRACTOR_NAMES),
+            )
+
+        with ThreadPoolExecutor(len(EXTRACTOR_NAMES)) as pool:
+            stored = list(pool.map(report, EXTRACTOR_NAMES))
+        assert stored == [{"name": n} for n in EXTRACTOR_NAMES]
+        row = ledger.get(cid)
+        assert row.phase == "extracted" and set(row.extractors) == set(EXTRACTOR_NAMES)
+    again = ledger.complete("steps-race-0", "extract:profile", {"name": "x"}, CommitPhase.ARCHIVED)
+    assert again == {"name": "profile"}  # the first stored output wins
+    assert ledger.get("steps-race-0").phase == "extracted"  # and the phase never goes back
+    rt.close()
+
+
+def test_prepare_then_finish_run_a_commit_in_two_steps(make_settings, clean_db):
+    rt = Runtime(make_settings(redis=False))
+    ledger = CommitLedger(rt.db)
+    c = rt.components()
+    req = make_req("steps-prepare")
+    steps.submit(ledger, req)
+    planned = steps.prepare_step(c, ledger, req.commit_id, steps.Delivery("prepare", 0))
+    row = ledger.get(req.commit_id)
+    assert row.phase == "planned" and set(row.extractors) == set(EXTRACTOR_NAMES)
+    assert {"archive_ms", "plan_ms"} <= set(row.timings)
+    assert ledger.load_output(req.commit_id, "plan") == planned
+    assert steps.prepare_step(c, ledger, req.commit_id, steps.Delivery("prepare", 0)) == planned
+    result = steps.finish_step(c, ledger, req.commit_id, steps.Delivery("finish", 0))
+    row = ledger.get(req.commit_id)
+    assert row.phase == "registered" and result["status"] == "success" and row.result == result
+    assert {"write#0", "register#0", "prepare#0"} <= set(row.attempts)
+    assert steps.finish_step(c, ledger, req.commit_id, steps.Delivery("finish", 0)) == result
+    assert ledger.get(req.commit_id).attempts == row.attempts  # a replay writes nothing
+    rt.close()

@@ -6,51 +6,35 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import redis
 
 from ctxpipe.commit import steps
-from tasks import context
 from tasks.commit import archive, plan
 from tasks.recovery import commit_of
 
 
-def test_a_redis_error_when_counting_the_delivery_is_transient(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    def down(*_a: Any, **_k: Any) -> int:
-        raise redis.ConnectionError("Connection refused")
-
-    monkeypatch.setattr(context, "count_delivery", down)
-    archive.push_request(id="task-1", retries=0)
-    try:
-        with pytest.raises(steps.TransientStepError, match="Connection refused"):
-            archive.guard("c-1")
-    finally:
-        archive.pop_request()
-    # TransientStepError is what the task layer retries with backoff
-    assert steps.TransientStepError in archive.autoretry_for
-    assert steps.TransientStepError in plan.autoretry_for
-
-
-def test_postgres_down_when_a_retried_task_records_its_attempt_is_transient(
+def test_postgres_down_when_a_task_reads_its_state_and_counts_its_delivery_is_transient(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import psycopg
 
     class Ledger:
-        def bump_attempt(self, *_a: Any) -> int:
+        def state(self, *_a: Any) -> Any:
             raise psycopg.OperationalError("connection refused")
 
-    monkeypatch.setattr(context, "count_delivery", lambda *_a, **_k: 1)
     from tasks.commit import CommitTask
 
     monkeypatch.setattr(CommitTask, "ledger", lambda self: Ledger())
-    archive.push_request(id="task-1", retries=2)  # a retry: its attempt is recorded first
+    monkeypatch.setattr(CommitTask, "components", lambda self: None)
+    archive.push_request(id="task-1", retries=2)
     try:
+        assert archive.delivery() == steps.Delivery("archive", 2)
         with pytest.raises(steps.TransientStepError, match="connection refused"):
-            archive.guard("c-1")
+            archive.run("c-1")
     finally:
         archive.pop_request()
+    # TransientStepError is what the task layer retries with backoff
+    assert steps.TransientStepError in archive.autoretry_for
+    assert steps.TransientStepError in plan.autoretry_for
 
 
 @pytest.mark.parametrize(
@@ -59,6 +43,8 @@ def test_postgres_down_when_a_retried_task_records_its_attempt_is_transient(
         ("ctxpipe.commit.archive", ["c-1"], "c-1"),
         ("ctxpipe.commit.extract_profile", ["c-2"], "c-2"),
         ("ctxpipe.commit.plan", [[{"x": 1}, None], "c-3"], "c-3"),  # chord body
+        ("ctxpipe.commit.prepare", ["c-5"], "c-5"),
+        ("ctxpipe.commit.finish", ["c-6"], "c-6"),
         ("ctxpipe.commit.start", ["c-4", "extract"], "c-4"),
         ("ctxpipe.commit.submit", [{"session_id": "s"}], None),  # not in the ledger yet
         ("ctxpipe.index.drain", [], None),
@@ -67,3 +53,29 @@ def test_postgres_down_when_a_retried_task_records_its_attempt_is_transient(
 )
 def test_commit_of_a_task_message(name: str, args: list[Any], expected: str | None) -> None:
     assert commit_of(name, args) == expected
+
+
+def test_the_canvas_of_a_commit() -> None:
+    """A chord only where some extractors get a task of their own; else prepare + finish."""
+    from tasks.commit import workflow
+
+    def shape(sig: Any) -> str:
+        if hasattr(sig, "body"):  # a chord: Celery folds the rest of the chain into its body
+            return f"chord({shape(sig.tasks)}) -> {shape(sig.body)}"
+        if isinstance(sig, list | tuple) or hasattr(sig, "tasks"):  # a chain or a group
+            return ", ".join(shape(t) for t in getattr(sig, "tasks", sig))
+        return str(sig.task).rsplit(".", 1)[-1]
+
+    assert shape(workflow("c", extractors=[])) == "prepare, finish"
+    assert shape(workflow("c", "extract", extractors=[])) == "prepare, finish"
+    two = ["profile", "procedure"]
+    assert shape(workflow("c", extractors=two)) == (
+        "archive, chord(extract_profile, extract_procedure) -> plan, finish"
+    )
+    assert shape(workflow("c", "extract", extractors=two)) == (
+        "chord(extract_profile, extract_procedure) -> plan, finish"
+    )
+    assert shape(workflow("c", "write", extractors=two)) == "finish"
+    assert shape(workflow("c", "register", extractors=two)) == "register"
+    with pytest.raises(ValueError, match="unknown start phase"):
+        workflow("c", "nope")

@@ -147,16 +147,14 @@ def test_in_memory_ledger_phase_rules() -> None:
     ledger.advance("c", CommitPhase.ARCHIVED, timings={"late": 1})  # a late extractor
     row = ledger.get("c")
     assert row is not None and row.phase == "planned" and row.timings == {"plan_ms": 3}
-    first, n = ledger.complete(
-        "c", "extract:a", {"v": 1}, CommitPhase.PLANNED, count_prefix="extract:"
-    )
-    again, n2 = ledger.complete(
-        "c", "extract:a", {"v": 2}, CommitPhase.PLANNED, count_prefix="extract:"
-    )
-    assert first == again == {"v": 1} and n == n2 == 1  # the first stored output wins
+    first = ledger.complete("c", "extract:a", {"v": 1}, CommitPhase.PLANNED)
+    again = ledger.complete("c", "extract:a", {"v": 2}, CommitPhase.PLANNED)
+    assert first == again == {"v": 1}  # the first stored output wins
     ledger.save_output("c", "extract:b", {"v": 3})
     assert ledger.load_outputs("c", "extract:") == {"extract:a": {"v": 1}, "extract:b": {"v": 3}}
-    request_, _, phase, outs = ledger.state("c", ["extract:b", "plan"]) or ({}, None, "", {})
+    state = ledger.state("c", ["extract:b", "plan"])
+    assert state is not None and state.deliveries == 0  # no delivery given: none counted
+    request_, _, phase, outs = state[:4]
     assert request_ == {"x": 1} and phase == "planned" and outs == {"extract:b": {"v": 3}}
     ledger.fail("c", "write", "disk full")
     ledger.advance("c", CommitPhase.WRITTEN)  # never out of failed
@@ -182,3 +180,119 @@ def test_submit_refuses_a_commit_id_of_another_session() -> None:
     )
     with pytest.raises(steps.CommitIdConflictError):
         steps.submit(ledger, other)
+
+
+def test_the_last_extractor_to_report_moves_the_commit_to_extracted() -> None:
+    ledger = InMemoryLedger()
+    ctx = {"account_id": "acme", "user_id": "u", "agent_id": "a", "session_id": "s"}
+    ledger.create("c", ctx, {})
+    ledger.advance("c", CommitPhase.ARCHIVED)
+    for i, name in enumerate(("a", "b", "c")):
+        ledger.complete(
+            "c",
+            f"extract:{name}",
+            {},
+            CommitPhase.ARCHIVED,
+            extractors={name: {"status": "ok"}},
+            extracted_when=3,
+        )
+        row = ledger.get("c")
+        assert row is not None and row.phase == ("extracted" if i == 2 else "archived")
+    ledger.advance("c", CommitPhase.PLANNED)
+    ledger.complete(  # a late duplicate never moves the phase back
+        "c", "extract:a", {}, CommitPhase.ARCHIVED, extractors={"a": {}}, extracted_when=3
+    )
+    row = ledger.get("c")
+    assert row is not None and row.phase == "planned"
+
+
+def test_state_counts_each_delivery_per_task_and_retry() -> None:
+    ledger = InMemoryLedger()
+    ctx = {"account_id": "acme", "user_id": "u", "agent_id": "a", "session_id": "s"}
+    ledger.create("c", ctx, {})
+    counts = [ledger.state("c", [], "archive#0") for _ in range(3)]
+    assert [s.deliveries for s in counts if s is not None] == [1, 2, 3]
+    retried = ledger.state("c", [], "archive#1")  # a retry is a new message: its own count
+    assert retried is not None and retried.deliveries == 1
+    assert ledger.state("nope", [], "archive#0") is None
+    row = ledger.get("c")
+    assert row is not None and row.attempts == {"archive#0": 3, "archive#1": 1}
+
+
+def test_a_task_redelivered_too_often_fails_the_commit(make_components: MakeComponents) -> None:
+    """What a step that kills its worker every time looks like to the ledger: deliveries that
+    never finish. The one after MAX_DELIVERIES fails the commit instead of running again."""
+    c = make_components()
+    ledger = InMemoryLedger()
+    req = request(SESSION_1, commit_id="mem-poison")
+    steps.submit(ledger, req)
+    lost = steps.Delivery("archive", 0)
+    for _ in range(steps.MAX_DELIVERIES):  # each of these "lost its worker" before running
+        assert ledger.state(req.commit_id, [], lost.key) is not None
+    with pytest.raises(CommitError, match="archive was delivered 6 times without finishing"):
+        steps.archive_step(c, ledger, req.commit_id, lost)
+    row = ledger.get(req.commit_id)
+    assert row is not None and row.phase == "failed" and row.error_phase == "archive"
+    with pytest.raises(steps.CommitAlreadyFailedError):  # and every later task stops at once
+        steps.write_step(c, ledger, req.commit_id, steps.Delivery("write", 0))
+
+
+def test_a_finished_step_delivered_again_and_again_just_replays(
+    make_components: MakeComponents,
+) -> None:
+    c = make_components()
+    ledger = InMemoryLedger()
+    req = request(SESSION_1, commit_id="mem-replay")
+    steps.submit(ledger, req)
+    delivery = steps.Delivery("archive", 0)
+    first = steps.archive_step(c, ledger, req.commit_id, delivery)
+    for _ in range(steps.MAX_DELIVERIES + 2):  # re-drives of a step that had finished
+        assert steps.archive_step(c, ledger, req.commit_id, delivery) == first
+    row = ledger.get(req.commit_id)
+    assert row is not None and row.phase == "archived"
+    assert row.attempts["archive#0"] == 1  # a finished step's deliveries write nothing
+
+
+def test_prepare_runs_archive_extractors_and_plan_as_one_step(
+    make_components: MakeComponents,
+) -> None:
+    """The canvas without a chord: the same outputs as the separate steps, and a redelivery
+    after a crash half-way resumes after the last phase stored."""
+    a, b = make_components(), make_components()  # nothing is written: one FS will do
+    req = request(SESSION_1, commit_id="mem-prepare")
+    separate = InMemoryLedger()
+    steps.submit(separate, req)
+    steps.archive_step(a, separate, req.commit_id)
+    for name in EXTRACTOR_NAMES:
+        steps.extract_step(a, separate, req.commit_id, name)
+    expected = steps.plan_step(a, separate, req.commit_id)
+    one = InMemoryLedger()
+    steps.submit(one, req)
+    steps.archive_step(b, one, req.commit_id)
+    steps.extract_step(b, one, req.commit_id, EXTRACTOR_NAMES[0])  # then the worker died
+    planned = steps.prepare_step(b, one, req.commit_id, steps.Delivery("prepare", 0))
+    assert planned["items"] and planned["items"] == expected["items"]
+    row = one.get(req.commit_id)
+    assert row is not None and row.phase == "planned"
+    assert set(row.extractors) == set(EXTRACTOR_NAMES)
+    assert steps.prepare_step(b, one, req.commit_id) == planned  # redelivered: replayed
+
+
+def test_finish_writes_then_registers_and_a_redelivery_only_registers(
+    make_components: MakeComponents,
+) -> None:
+    c = make_components()
+    ledger = InMemoryLedger()
+    req = request(SESSION_1, commit_id="mem-finish")
+    steps.submit(ledger, req)
+    steps.prepare_step(c, ledger, req.commit_id)
+    steps.write_step(c, ledger, req.commit_id, steps.Delivery("write", 0))  # then it died
+    files = snapshot(c.settings.fs_root)
+    result = steps.finish_step(c, ledger, req.commit_id, steps.Delivery("finish", 0))
+    row = ledger.get(req.commit_id)
+    assert row is not None and row.phase == "registered" and row.result == result
+    after = {k: v for k, v in snapshot(c.settings.fs_root).items() if "/.commits/" not in k}
+    assert after == files  # the write was replayed, not re-run (register adds its journal)
+    assert row.attempts == {"write#0": 1, "register#0": 1}  # each step counts its own
+    assert steps.finish_step(c, ledger, req.commit_id, steps.Delivery("finish", 1)) == result
+    assert ledger.get(req.commit_id).attempts == row.attempts  # type: ignore[union-attr]

@@ -13,19 +13,21 @@ The Celery tasks in `tasks/` are thin wrappers around the blocking twins.
 from __future__ import annotations
 
 import asyncio
-import functools
-import inspect
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import psycopg
-import redis
-
 from ctxpipe.commit import backlog
 from ctxpipe.commit.components import CommitComponents
+from ctxpipe.commit.failures import (
+    CommitAlreadyFailedError,
+    CommitIdConflictError,
+    TransientStepError,
+    is_transient,
+    transient_as_retry,
+)
 from ctxpipe.commit.ledger import LedgerPort
 from ctxpipe.commit.payloads import ArchiveOutcome, CommitRequest, PlanOutcome, WriteOutcome
 from ctxpipe.commit.phases import (
@@ -37,7 +39,7 @@ from ctxpipe.commit.phases import (
 from ctxpipe.commit.register import register_phase, usage_by_phase
 from ctxpipe.core.config import LimitsConfig
 from ctxpipe.core.enums import CommitPhase
-from ctxpipe.core.errors import CommitError, CtxError, LLMError, LockTimeoutError, StorageError
+from ctxpipe.core.errors import CommitError
 from ctxpipe.core.models import ExtractionResult, SessionArchive
 from ctxpipe.core.session import check_limits
 from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
@@ -63,93 +65,6 @@ class Delivery:
     @property
     def key(self) -> str:
         return f"{self.task}#{self.retry}"
-
-
-class TransientStepError(Exception):
-    """A failure worth retrying (timeouts, connection loss, lock contention)."""
-
-    def __init__(self, phase: str, cause: BaseException) -> None:
-        self.phase = phase
-        super().__init__(f"transient failure in {phase}: {cause}")
-
-
-class CommitIdConflictError(CtxError):
-    def __init__(self, commit_id: str) -> None:
-        super().__init__(
-            f"commit id {commit_id!r} was already used for another account, user, agent or session"
-        )
-
-
-class CommitAlreadyFailedError(CommitError):
-    """A task of a commit the ledger already marked failed: it must not run."""
-
-    def __init__(self, commit_id: str) -> None:
-        super().__init__(f"commit {commit_id} is already marked failed", phase="failed")
-
-
-# Failures of infrastructure that come back by themselves: a connection lost or refused, a
-# server shutting down or restarting, a pool with no free connection in time.
-TRANSIENT_TYPES: tuple[type[BaseException], ...] = (
-    LockTimeoutError,
-    TimeoutError,
-    ConnectionError,
-    psycopg.OperationalError,  # connection failures, admin/crash shutdown, PoolTimeout
-    psycopg.InterfaceError,  # a connection already closed under us
-    redis.ConnectionError,
-    redis.TimeoutError,
-    redis.BusyLoadingError,
-)
-
-
-def is_transient(exc: BaseException | None) -> bool:
-    """Retry, or fail the commit? By type, along the cause chain: an LLM error says itself; a
-    `StorageError` is transient when it wraps a transient error or nothing (our own "cannot
-    connect" errors); schema and programming errors are permanent."""
-    seen = 0
-    while exc is not None and seen < 5:
-        if isinstance(exc, LLMError):
-            return exc.transient
-        if isinstance(exc, TRANSIENT_TYPES):
-            return True
-        if isinstance(exc, StorageError) and exc.__cause__ is None:
-            return True
-        exc = exc.__cause__
-        seen += 1
-    return False
-
-
-def transient_as_retry(phase: str) -> Any:
-    """Decorate a step: any transient failure — also of the ledger reads and writes around the
-    phase itself — becomes `TransientStepError`, which the task layer retries with backoff."""
-
-    def classify(exc: Exception) -> None:
-        if not isinstance(exc, TransientStepError | CommitError) and is_transient(exc):
-            raise TransientStepError(phase, exc) from exc
-
-    def wrap(fn: Any) -> Any:
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def astep(*args: Any, **kwargs: Any) -> Any:
-                try:
-                    return await fn(*args, **kwargs)
-                except Exception as exc:
-                    classify(exc)
-                    raise
-
-            return astep
-
-        @functools.wraps(fn)
-        def step(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return fn(*args, **kwargs)
-            except Exception as exc:
-                classify(exc)
-                raise
-
-        return step
-
-    return wrap
 
 
 def submit(

@@ -123,7 +123,7 @@ def sample_session(i: int, user: str | None = None) -> dict[str, Any]:
         "account_id": "bench",
         "user_id": user or f"user{i}",
         "agent_id": "helper",
-        "session_id": f"s{i}",
+        "session_id": f"s{i}" if user is None else f"{user}-s{i}",  # a session has one owner
         "commit_id": f"bench-{uuid.uuid4().hex[:12]}",
         "messages": [
             {

@@ -80,6 +80,12 @@ class ChunkingConfig(BaseModel):
     unit_vectors: bool = Field(
         True, description="embed the lines and sentences find ranks when a node is indexed"
     )
+    chunk_vectors: Literal["model", "units"] = Field(
+        "units",
+        description="a chunk's vector: (`units`, with unit_vectors on) the normalised mean of "
+        "its lines' and sentences' vectors, which spares encoding its long text a second time, "
+        "or (`model`) the model's encoding of the whole text",
+    )
 
 
 class Settings(BaseSettings):

@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ctxpipe.core.config import ChunkingConfig
 from ctxpipe.core.errors import NodeNotFoundError
 from ctxpipe.core.models import ChunkRecord, ContextNode, RelationEdge
@@ -224,6 +226,9 @@ class Indexer:
             )
         )
         units = self._unit_texts(chunked) if self.unit_vectors else {}
+        if units and self._chunking.chunk_vectors == "units":  # a chunk with units: their mean
+            with_units = {c.text_content for _, cs in chunked for c in cs if units.get(c.chunk_id)}
+            texts = [t for t in texts if t not in with_units]
         by_key = dict(unit_reuse or {})
         chunk_texts = {**reuse, **dict.fromkeys(texts)}
         new_units = [
@@ -238,7 +243,6 @@ class Indexer:
         report.add_time("embed", started)
         writes = []
         for node, chunks in chunked:
-            vecs = [vectors.get(c.text_content, reuse.get(c.text_content)) for c in chunks]
             per_chunk: list[list[tuple[str, Any]]] = []
             for c in chunks:
                 row = []
@@ -248,6 +252,10 @@ class Indexer:
                     row.append((key, by_key[key] if vec is None else vec))
                 per_chunk.append(row)
                 report.units += len(row)
+            vecs = [
+                _chunk_vector(c.text_content, row, vectors, reuse)
+                for c, row in zip(chunks, per_chunk, strict=True)
+            ]
             writes.append(NodeWrite(node, chunks, vecs, per_chunk))
         return writes
 
@@ -288,6 +296,22 @@ class Indexer:
         self.sync_nodes([*old, *new], reuse=reuse, report=report)
         self.sync_relations([*old, *new], report=report)
         return report
+
+
+def _chunk_vector(
+    text: str,
+    unit_vecs: list[tuple[str, Any]],
+    encoded: dict[str, Any],
+    reuse: dict[str, Any],
+) -> Any:
+    """The chunk's own encoding when there is one (encoded now or kept from before), else the
+    normalised mean of its units' vectors (`ChunkingConfig.chunk_vectors="units"`)."""
+    own = encoded.get(text, reuse.get(text))
+    if own is not None or not unit_vecs:
+        return own
+    mean = np.mean(np.asarray([np.asarray(v, dtype=np.float32) for _, v in unit_vecs]), axis=0)
+    norm = float(np.linalg.norm(mean))
+    return (mean / norm if norm > 0 else mean).tolist()
 
 
 __all__ = ["RELATIONS_KEY", "Indexer", "SyncReport", "decide"]

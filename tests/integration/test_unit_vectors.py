@@ -4,6 +4,7 @@ unchanged, removed with their node, and let a query embed only the question."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -305,5 +306,36 @@ def test_a_replica_without_unit_vectors_falls_back_to_encoding(
         again = finder(runtime, counting).find(QUESTIONS[0], FILTERS, 5).hits
         assert [h.text for h in again] == [h.text for h in hits]
         assert counting.calls == [[QUESTIONS[0]]]
+    finally:
+        runtime.close()
+
+
+def test_chunk_vectors_from_units_encode_no_chunk_text_and_still_find(
+    make_settings: Any, clean_db: str
+) -> None:
+    """`chunk_vectors="units"` (the default): a chunk's vector is the normalised mean of its
+    units' vectors, so its long text is never encoded; the vector arm still finds the chunk."""
+    import numpy as np
+
+    runtime = Runtime(make_settings(redis=False))
+    try:
+        w, counting = counting_worker(runtime)
+        make_outbox(runtime).append_batch([upsert(archive_node(runtime))])
+        assert w.run_once().succeeded == 1
+        encoded = {t for call in counting.calls for t in call}
+        with psycopg.connect(runtime.settings.database_url) as conn:
+            text, refs, ctype, vec = conn.execute(
+                "SELECT text_content, source_refs, context_type, embedding::text"
+                " FROM ctx.context_chunks WHERE level = 2 ORDER BY chunk_index LIMIT 1"
+            ).fetchone()
+        assert text not in encoded  # the chunk's own (multi-line) text: not encoded
+        units = unit_texts(text, refs, ctype)
+        assert units and set(units) <= encoded
+        mean = np.mean(np.asarray(runtime.embedder.encode(units), dtype=np.float32), axis=0)
+        stored = np.asarray(json.loads(vec), dtype=np.float32)
+        assert np.allclose(stored, mean / np.linalg.norm(mean), atol=1e-4)
+        # the vector arm alone (no text arm) still puts the archive first for its topic
+        hits = finder(runtime, runtime.embedder, text_weight=0.0).find(QUESTIONS[0], FILTERS, 3)
+        assert hits.hits and hits.hits[0].uri == ARCHIVE
     finally:
         runtime.close()

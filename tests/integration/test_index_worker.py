@@ -25,7 +25,11 @@ ENTITY = "ctx://acme/users/alice/memories/entities/falcon"
 
 @pytest.fixture
 def rt(make_settings: Any, clean_db: str) -> Iterator[Runtime]:
-    runtime = Runtime(make_settings(redis=False, outbox_backoff_base_s=0.01))
+    # whole-chunk encodings, so `embedded` counts the chunk texts a batch encodes (chunk
+    # vectors from units, the default, are tested in test_unit_vectors.py)
+    runtime = Runtime(
+        make_settings(redis=False, outbox_backoff_base_s=0.01, chunking={"chunk_vectors": "model"})
+    )
     yield runtime
     runtime.close()
 

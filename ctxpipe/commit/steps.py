@@ -13,11 +13,12 @@ The Celery tasks in `tasks/` are thin wrappers around the blocking twins.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from ctxpipe.commit import backlog
 from ctxpipe.commit.components import CommitComponents
@@ -44,6 +45,9 @@ from ctxpipe.core.models import ExtractionResult, SessionArchive
 from ctxpipe.core.session import check_limits
 from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
 from ctxpipe.providers.base import run_sync
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 ARCHIVE, PLAN, WRITE, RESULT = "archive", "plan", "write", "result"
 EXTRACT_PREFIX = "extract:"
@@ -369,51 +373,23 @@ async def finish(
     return await register(c, ledger, commit_id, reg)
 
 
-# The blocking twins a Celery task calls: each runs its step on a fresh event loop.
-def archive_step(
-    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
-) -> dict[str, Any]:
-    return run_sync(archive(c, ledger, commit_id, delivery))
+def blocking(step: Callable[P, Awaitable[T]]) -> Callable[P, T]:
+    """The blocking twin of a step, for a Celery task: it runs the step on a fresh loop."""
+
+    @functools.wraps(step)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(step(*args, **kwargs))
+
+    return run
 
 
-def extract_step(
-    c: CommitComponents,
-    ledger: LedgerPort,
-    commit_id: str,
-    name: str,
-    delivery: Delivery | None = None,
-) -> dict[str, Any]:
-    return run_sync(extract(c, ledger, commit_id, name, delivery))
-
-
-def plan_step(
-    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
-) -> dict[str, Any]:
-    return run_sync(plan(c, ledger, commit_id, delivery))
-
-
-def prepare_step(
-    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
-) -> dict[str, Any]:
-    return run_sync(prepare(c, ledger, commit_id, delivery))
-
-
-def write_step(
-    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
-) -> dict[str, Any]:
-    return run_sync(write(c, ledger, commit_id, delivery))
-
-
-def register_step(
-    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
-) -> dict[str, Any]:
-    return run_sync(register(c, ledger, commit_id, delivery))
-
-
-def finish_step(
-    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
-) -> dict[str, Any]:
-    return run_sync(finish(c, ledger, commit_id, delivery))
+archive_step = blocking(archive)
+extract_step = blocking(extract)
+plan_step = blocking(plan)
+prepare_step = blocking(prepare)
+write_step = blocking(write)
+register_step = blocking(register)
+finish_step = blocking(finish)
 
 
 def resume_point(phase: str) -> str | None:

@@ -9,21 +9,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
+from service_world import committed_service
 
-from ctxpipe.commit.payloads import CommitRequest
-from ctxpipe.core.config import Settings
 from ctxpipe.core.errors import LLMError
 from ctxpipe.core.session import Message, RequestContext, SessionInput
-from ctxpipe.index.reindex import reindex
-from ctxpipe.index.wiring import make_indexer
 from ctxpipe.retrieval.context_models import ContextRequest
 from ctxpipe.retrieval.engine import ReadPath
 from ctxpipe.retrieval.incremental import UpdateStrategy
-from ctxpipe.runtime import Runtime
 from ctxpipe.service import ContextEngineService
-from ctxpipe.storage.migrations import migrate
 
 SCHEMA = "rt_search"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -44,23 +38,11 @@ class BrokenLLM:
 def service(
     pg_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ContextEngineService]:
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
-    migrate(pg_url, schema=SCHEMA, embedding_dim=384)
-    root = tmp_path_factory.mktemp("search")
-    settings = Settings(
-        fs_root=root / "fs",
-        var_dir=root / "var",
-        database_url=pg_url,
-        redis_url="redis://127.0.0.1:1/0",
-        db_schema=SCHEMA,
-        embedding_dim=384,
-    )
-    svc = ContextEngineService(Runtime(settings))
-    for path in sorted(EXAMPLES.glob("alice_*.json")):
-        session = SessionInput.model_validate(json.loads(path.read_text(encoding="utf-8")))
-        svc.coordinator.commit_sync(CommitRequest.from_session(session))
-    assert not reindex(make_indexer(svc.runtime)).errors
+    sessions = [
+        SessionInput.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        for path in sorted(EXAMPLES.glob("alice_*.json"))
+    ]
+    svc, _ = committed_service(pg_url, tmp_path_factory.mktemp("search"), SCHEMA, sessions)
     yield svc
     svc.close()
 

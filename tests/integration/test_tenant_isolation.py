@@ -9,21 +9,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
+from service_world import committed_service
 
-from ctxpipe.commit.payloads import CommitRequest
-from ctxpipe.core.config import Settings
 from ctxpipe.core.errors import InvalidURIError, TenancyError
 from ctxpipe.core.session import RequestContext, SessionInput
 from ctxpipe.core.uri import parse_uri
-from ctxpipe.index.reindex import reindex
-from ctxpipe.index.wiring import make_indexer
 from ctxpipe.retrieval.access import OwnerAccessError
 from ctxpipe.retrieval.models import FindFilters
-from ctxpipe.runtime import Runtime
 from ctxpipe.service import ContextEngineService
-from ctxpipe.storage.migrations import migrate
 
 SCHEMA = "rt_tenancy"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -67,29 +61,11 @@ EXTRA = [
 def service(
     pg_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ContextEngineService]:
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
-    migrate(pg_url, schema=SCHEMA, embedding_dim=384)
-    root = tmp_path_factory.mktemp("tenancy")
-    svc = ContextEngineService(
-        Runtime(
-            Settings(
-                fs_root=root / "fs",
-                var_dir=root / "var",
-                database_url=pg_url,
-                redis_url="redis://127.0.0.1:1/0",
-                db_schema=SCHEMA,
-                embedding_dim=384,
-            )
-        )
-    )
     sessions = [
         SessionInput.model_validate(json.loads(p.read_text(encoding="utf-8")))
         for p in sorted(EXAMPLES.glob("*.json"))  # alice x2 and bob, all with agent helper
     ] + EXTRA
-    for s in sessions:
-        svc.coordinator.commit_sync(CommitRequest.from_session(s))
-    assert not reindex(make_indexer(svc.runtime)).errors
+    svc, _ = committed_service(pg_url, tmp_path_factory.mktemp("tenancy"), SCHEMA, sessions)
     yield svc
     svc.close()
 

@@ -8,18 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import date
 
-import psycopg
 import pytest
+from service_world import committed_service
 
-from ctxpipe.commit.payloads import CommitRequest
-from ctxpipe.core.config import Settings
 from ctxpipe.core.session import RequestContext, SessionInput
-from ctxpipe.index.reindex import reindex
-from ctxpipe.index.wiring import make_indexer
 from ctxpipe.retrieval.models import FindHit, FindResult
-from ctxpipe.runtime import Runtime
 from ctxpipe.service import ContextEngineService
-from ctxpipe.storage.migrations import migrate
 
 SCHEMA = "rt_validity"
 QUERY = "where does the user live"
@@ -51,26 +45,13 @@ def _session(sid: str, day: str, text: str) -> SessionInput:
 def service(
     pg_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ContextEngineService]:
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
-    migrate(pg_url, schema=SCHEMA, embedding_dim=384)
-    root = tmp_path_factory.mktemp("validity")
-    settings = Settings(
-        fs_root=root / "fs",
-        var_dir=root / "var",
-        database_url=pg_url,
-        redis_url="redis://127.0.0.1:1/0",
-        db_schema=SCHEMA,
-        embedding_dim=384,
-    )
-    svc = ContextEngineService(Runtime(settings))
-    for session in (
+    sessions = (
         _session("s1", "2023-05-01", "Hi! I live in Berlin and I work as a nurse."),
         _session("s2", "2023-07-01", "Big news: I moved to Lisbon last week."),
-    ):
-        result = svc.coordinator.commit_sync(CommitRequest.from_session(session))
+    )
+    svc, results = committed_service(pg_url, tmp_path_factory.mktemp("validity"), SCHEMA, sessions)
+    for result in results:
         assert result.status.value == "success", result.reason
-    assert not reindex(make_indexer(svc.runtime)).errors
     yield svc
     svc.close()
 

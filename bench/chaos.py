@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -41,6 +39,8 @@ from typing import Any
 
 import _locomo
 import psycopg
+from _chaos_compare import compare_fs, compare_replica, wait_idle
+from _chaos_faults import Faults
 from _stack import percentile
 
 from ctxpipe.commit.coordinator import CommitCoordinator
@@ -49,16 +49,13 @@ from ctxpipe.core.config import Settings
 from ctxpipe.core.session import SessionInput
 from ctxpipe.devstack import DevStack
 from ctxpipe.devstack.env import child_env
-from ctxpipe.devstack.procs import ProcRecord, family
 from ctxpipe.index.wiring import make_worker
 from ctxpipe.runtime import Runtime
 from ctxpipe.storage.migrations import migrate
 from ctxpipe.storage.netutil import free_port
 
 HERE = Path(__file__).resolve().parent
-WORKERS = ("worker-commit", "worker-extract", "worker-embed", "worker-maintenance")
 REF_SCHEMA = "chaos_ref"
-VOLATILE = ("_at", "time", "timestamp", "duration_ms", "trace_id")
 
 
 # ------------------------------------------------------------------ sessions
@@ -113,158 +110,6 @@ def pick_sessions(data: list[dict[str, Any]], total: int) -> dict[str, list[dict
 
 
 # ------------------------------------------------------------------ faults
-class Faults(threading.Thread):
-    """Kills a random worker node every `every` s; the one-off faults at progress marks."""
-
-    def __init__(self, stack: DevStack, progress: Any, every: float, pg_down_s: float, seed: int):
-        super().__init__(name="chaos-faults", daemon=True)
-        self.stack, self.progress, self.every, self.pg_down_s = stack, progress, every, pg_down_s
-        self.rng = random.Random(seed)
-        self.stop = threading.Event()
-        self.counts: Counter[str] = Counter()
-        self.log: list[str] = []
-        self.marks = [(0.3, self.wipe_broker), (0.6, self.stop_pg)]
-
-    def note(self, what: str) -> None:
-        self.log.append(f"{time.strftime('%H:%M:%S')} {what}")
-        print(f"  fault: {what}", flush=True)
-
-    def run(self) -> None:
-        while not self.stop.wait(self.every * self.rng.uniform(0.6, 1.4)):
-            self.kill_node(self.rng.choice(WORKERS))
-            while self.marks and self.progress() >= self.marks[0][0]:
-                self.marks.pop(0)[1]()
-
-    def kill_node(self, name: str) -> None:
-        rec = ProcRecord.load(self.stack.run_dir, name)
-        if rec is None or not rec.alive():
-            return  # being restarted by the supervisor
-        for pid in family(rec.pid):
-            try:
-                signal_kill(pid)
-            except ProcessLookupError:
-                pass
-        self.counts[f"kill {name}"] += 1
-        self.note(f"SIGKILL {name} (whole node)")
-
-    def wipe_broker(self) -> None:
-        self.stack.redis.stop()
-        for f in self.stack.redis.state_dir.glob("appendonly*"):
-            shutil.rmtree(f) if f.is_dir() else f.unlink()
-        self.stack.redis.start()
-        self.counts["broker restart, data deleted"] += 1
-        self.note("Redis restarted with its data deleted (every queued message lost)")
-
-    def restart_broker(self) -> None:
-        self.stack.redis.stop()
-        self.stack.redis.start()
-        self.counts["broker restart (AOF)"] += 1
-        self.note("Redis restarted (append-only file kept)")
-
-    def stop_pg(self) -> None:
-        self.stack.postgres.stop()
-        self.note(f"PostgreSQL stopped for {self.pg_down_s:.0f}s")
-        time.sleep(self.pg_down_s)
-        self.stack.postgres.start()
-        self.counts[f"PostgreSQL stopped {self.pg_down_s:.0f}s"] += 1
-
-
-def signal_kill(pid: int) -> None:
-    import os
-
-    os.kill(pid, signal.SIGKILL)
-
-
-# ------------------------------------------------------------------ settle and compare
-def outbox_busy(url: str, schema: str) -> int:
-    q = (
-        f"SELECT count(*) FROM {schema}.outbox_events "
-        "WHERE status IN ('pending', 'claimed', 'failed')"
-    )
-    with psycopg.connect(url, connect_timeout=5) as conn:
-        return int(conn.execute(q).fetchone()[0])  # type: ignore[index]
-
-
-def wait_idle(url: str, schema: str, timeout: float) -> float:
-    started = time.monotonic()
-    quiet = 0
-    while time.monotonic() - started < timeout:
-        try:
-            quiet = quiet + 1 if outbox_busy(url, schema) == 0 else 0
-        except psycopg.Error:
-            quiet = 0
-        if quiet >= 3:
-            return time.monotonic() - started
-        time.sleep(1.0)
-    raise TimeoutError(f"the outbox did not drain in {timeout:.0f}s")
-
-
-def scrub(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: scrub(v) for k, v in value.items() if not str(k).endswith(VOLATILE)}
-    if isinstance(value, list):
-        return [scrub(v) for v in value]
-    return value
-
-
-def node_digest(path: Path) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name in (".abstract.md", ".overview.md", "content.md"):
-        f = path / name
-        out[name] = f.read_text(encoding="utf-8") if f.exists() else None
-    for name in (".meta.json", ".relations.json"):
-        f = path / name
-        out[name] = scrub(json.loads(f.read_text(encoding="utf-8"))) if f.exists() else None
-    hist = path / ".history.jsonl"
-    lines = hist.read_text(encoding="utf-8").splitlines() if hist.exists() else []
-    out["history"] = [
-        (e.get("version"), e.get("action"), e.get("commit_id") or e.get("commit"))
-        for e in map(json.loads, lines)
-    ]
-    return out
-
-
-def fs_nodes(root: Path) -> dict[str, Path]:
-    return {"ctx://" + str(p.parent.relative_to(root)): p.parent for p in root.rglob(".meta.json")}
-
-
-def compare_fs(got: Path, want: Path) -> dict[str, list[str]]:
-    a, b = fs_nodes(got), fs_nodes(want)
-    differing = [u for u in sorted(a.keys() & b.keys()) if node_digest(a[u]) != node_digest(b[u])]
-    return {
-        "lost": sorted(b.keys() - a.keys()),
-        "extra": sorted(a.keys() - b.keys()),
-        "differing": differing,
-        "nodes": [str(len(a)), str(len(b))],
-    }
-
-
-def compare_replica(fs_root: Path, url: str, schema: str) -> dict[str, int]:
-    fs = {}
-    for uri, path in fs_nodes(fs_root).items():
-        meta = json.loads((path / ".meta.json").read_text(encoding="utf-8"))
-        fs[uri] = (int(meta.get("version", 0)), str(meta.get("content_hash", "")))
-    with psycopg.connect(url, connect_timeout=5) as conn:
-        rows = conn.execute(f"SELECT uri, version, content_hash FROM {schema}.context_nodes")
-        replica = {r[0]: (int(r[1]), str(r[2])) for r in rows}
-        dup = conn.execute(
-            f"SELECT count(*) FROM (SELECT uri, level, chunk_index FROM {schema}.context_chunks "
-            "GROUP BY 1, 2, 3 HAVING count(*) > 1) d"
-        ).fetchone()
-        dead = conn.execute(
-            f"SELECT count(*) FROM {schema}.outbox_events WHERE status = 'dead'"
-        ).fetchone()
-    return {
-        "fs_nodes": len(fs),
-        "replica_nodes": len(replica),
-        "missing": len(fs.keys() - replica.keys()),
-        "orphaned": len(replica.keys() - fs.keys()),
-        "stale": sum(1 for u in fs.keys() & replica.keys() if fs[u] != replica[u]),
-        "duplicate_chunk_rows": int(dup[0]) if dup else 0,
-        "dead_events": int(dead[0]) if dead else 0,
-    }
-
-
 def slow_commits(
     results: list[dict[str, Any]], url: str, schema: str, over_s: float = 30.0
 ) -> list[dict[str, Any]]:

@@ -29,23 +29,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import shutil
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import _locomo
 import numpy as np
-from _grounding import TurnContent, best_sentence, contains_answer, grounded_turns
-from _recall_scoring import BUDGETS, GROUNDED, Item, Tally, score_items
+from _baselines import Baselines, Turn
+from _grounding import TurnContent, contains_answer, grounded_turns
+from _recall_report import BASELINES, BEST_SENTENCE, CATEGORIES, report
+from _recall_scoring import BUDGETS, Item, Tally, score_items
 from pydantic import BaseModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,17 +63,12 @@ from ctxpipe.retrieval.engine import ReadPath  # noqa: E402
 from ctxpipe.retrieval.find import HybridFinder  # noqa: E402
 from ctxpipe.retrieval.models import FindFilters, FindHit, FindResult  # noqa: E402
 from ctxpipe.retrieval.search import SearchEngine  # noqa: E402
-from ctxpipe.retrieval.text import STOPWORDS, stem, words  # noqa: E402
 from ctxpipe.runtime import Runtime  # noqa: E402
 from ctxpipe.storage.embedded_pg import start_postgres, stop_postgres  # noqa: E402
 from ctxpipe.storage.migrations import migrate  # noqa: E402
 from ctxpipe.storage.netutil import free_port  # noqa: E402
 
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-BEST_SENTENCE = "hybrid best-sentence"
-BASELINES = ("bm25", "dense", "hybrid (bm25+dense)", BEST_SENTENCE)
 SYSTEMS = ("ctxpipe find", "ctxpipe search", "build_context", *BASELINES)
-SENTENCE_CAP = FindConfig().snippet_tokens  # tokens of a best-sentence item: find's own cap
 FIND_K_FOR_BUDGET = 40  # hits asked of find to fill the largest answer-in-context budget
 CONTEXT_BUDGET = [1000]  # set from --budget
 SCHEMA = "locomo_bench"
@@ -100,19 +93,6 @@ def evidence_ids(raw: Sequence[str]) -> set[str]:
     return out
 
 
-@dataclass(frozen=True)
-class Turn:
-    id: str
-    speaker: str
-    date: datetime
-    text: str
-
-    @property
-    def dated(self) -> str:
-        """What a baseline returns for a turn: its session date, speaker and text."""
-        return f"[{self.date:%-d %B %Y}] {self.speaker}: {self.text}"
-
-
 def unit_kind(h: FindHit) -> str:
     """The kind of unit a find/search hit came from."""
     if "/sessions/" in h.uri:
@@ -122,64 +102,6 @@ def unit_kind(h: FindHit) -> str:
 
 def hit_items(hits: Sequence[FindHit]) -> list[Item]:
     return [Item(h.returned_text(), frozenset(h.message_ids), h.tokens, unit_kind(h)) for h in hits]
-
-
-# ------------------------------------------------------------------ baselines
-def tokens_for_bm25(text: str) -> list[str]:
-    return [stem(w) for w in words(text) if w not in STOPWORDS and len(w) > 1]
-
-
-class Baselines:
-    """BM25, dense, their RRF hybrid and its best-sentence variant over the dated raw turns of
-    one conversation."""
-
-    def __init__(
-        self, turns: list[Turn], embed: Callable[[list[str]], Any], count: Callable[[str], int]
-    ) -> None:
-        from rank_bm25 import BM25Okapi
-
-        self.turns = turns
-        self.count = count
-        self.bm25 = BM25Okapi([tokens_for_bm25(t.dated) for t in turns])
-        self.vectors = np.asarray(embed([t.dated for t in turns]), dtype=np.float32)
-        self.tokens = [count(t.dated) for t in turns]
-
-    def rankings(self, question: str, qvec: np.ndarray) -> dict[str, list[int]]:
-        bm = self.bm25.get_scores(tokens_for_bm25(question))
-        bm_rank = [int(i) for i in np.argsort(-bm, kind="stable")]
-        dense = self.vectors @ qvec
-        dense_rank = [int(i) for i in np.argsort(-dense, kind="stable")]
-        fused: dict[int, float] = defaultdict(float)
-        # only turns the text arm really matched take part in its side of the fusion
-        for ranking in ([i for i in bm_rank if bm[i] > 0], dense_rank):
-            for r, i in enumerate(ranking):
-                fused[i] += 1.0 / (60 + r + 1)
-        hybrid = sorted(fused, key=lambda i: (-fused[i], i))
-        return {"bm25": bm_rank, "dense": dense_rank, "hybrid (bm25+dense)": hybrid}
-
-    def items(self, ranking: Sequence[int], limit: int) -> list[Item]:
-        out, used = [], 0
-        for i in ranking:
-            if len(out) >= 10 and used >= limit:
-                break
-            t = self.turns[i]
-            out.append(Item(t.dated, frozenset({t.id}), self.tokens[i], "turn"))
-            used += self.tokens[i]
-        return out
-
-    def best_sentence_items(self, ranking: Sequence[int], question: str, limit: int) -> list[Item]:
-        out, used = [], 0
-        for i in ranking:
-            if len(out) >= 10 and used >= limit:
-                break
-            t = self.turns[i]
-            text = f"[{t.date:%-d %B %Y}] {t.speaker}: " + best_sentence(
-                t.text, question, SENTENCE_CAP, self.count
-            )
-            n = self.count(text)
-            out.append(Item(text, frozenset({t.id}), n, "turn sentence"))
-            used += n
-        return out
 
 
 # ------------------------------------------------------------------ ingest
@@ -206,99 +128,6 @@ def commit_conversation(
         session_id="bench",
     )
     return ctx, session_ids, turns
-
-
-# ------------------------------------------------------------------ report
-def fmt(x: float) -> str:
-    return "  -  " if math.isnan(x) else f"{x:5.3f}"
-
-
-COLUMNS = ("loose@10", *GROUNDED, *(f"aic@{b}" for b in BUDGETS), "tokens@10", "turns@10")
-
-
-def print_table(tally: Tally, convs: set[int] | None, title: str) -> dict[str, Any]:
-    cats = sorted(CATEGORIES)
-    n = tally.count("bm25", conversations=convs)
-    print(f"\n== {title}: {n} questions (categories 1-4: " + ", ".join(
-        f"{CATEGORIES[c]}={tally.count('bm25', c, convs)}" for c in cats) + ")")  # fmt: skip
-    print(f"{'system':26}" + "".join(f"{c:>10}" for c in COLUMNS))
-    out: dict[str, Any] = {}
-    for system in (*SYSTEMS, *VARIANTS, *SEARCH_VARIANTS):
-        if not tally.count(system, conversations=convs):
-            continue
-        row = {c: tally.mean(system, c, conversations=convs) for c in COLUMNS}
-        row["per_category"] = {
-            CATEGORIES[c]: {
-                k: tally.mean(system, k, c, convs) for k in ("any@10", "aic@500", "loose@10")
-            }
-            for c in cats
-        }
-        out[system] = row
-        print(
-            f"{system:26}"
-            + "".join(
-                f"{row[c]:>10.1f}" if c.startswith(("tokens", "turns")) else f"{fmt(row[c]):>10}"
-                for c in COLUMNS
-            )
-        )
-    print(f"\n{'per category':26}" + "".join(f"{CATEGORIES[c]:>24}" for c in cats))
-    print(f"{'(grounded any@10 / aic@500)':26}")
-    for system, row in out.items():
-        cells = [
-            f"{fmt(row['per_category'][CATEGORIES[c]]['any@10'])} / "
-            f"{fmt(row['per_category'][CATEGORIES[c]]['aic@500'])}"
-            for c in cats
-        ]
-        print(f"{system:26}" + "".join(f"{x:>24}" for x in cells))
-    goals(out)
-    return out
-
-
-def goals(out: dict[str, Any]) -> None:
-    find = out.get("ctxpipe find")
-    if not find:
-        return
-    base = {b: out[b] for b in BASELINES if b in out}
-    best_any = max(r["any@10"] for r in base.values())
-    print(
-        f"goal find grounded any@10 >= best baseline + 0.05: {find['any@10']:.3f} vs "
-        f"{best_any:.3f} -> {'met' if find['any@10'] >= best_any + 0.05 else 'NOT met'}"
-    )
-    for cat in ("multi-hop", "open-domain", "single-hop"):
-        best = max(r["per_category"][cat]["aic@500"] for r in base.values())
-        mine = find["per_category"][cat]["aic@500"]
-        print(
-            f"goal find aic@500 {cat} >= best baseline + 0.05: {mine:.3f} vs {best:.3f} -> "
-            f"{'met' if mine >= best + 0.05 else 'NOT met'}"
-        )
-    below = [
-        cat
-        for cat in CATEGORIES.values()
-        if find["per_category"][cat]["any@10"]
-        < max(r["per_category"][cat]["any@10"] for r in base.values())
-    ]
-    print("categories where find's grounded any@10 is below the best baseline: " + (
-        ", ".join(below) if below else "none"))  # fmt: skip
-    if "ctxpipe search" in out:
-        s = out["ctxpipe search"]["any@10"]
-        print(
-            f"goal search >= find (grounded any@10): {s:.3f} vs {find['any@10']:.3f} -> "
-            f"{'met' if s >= find['any@10'] else 'NOT met'}"
-        )
-
-
-def report(tally: Tally, meta: dict[str, Any], held_out: set[int]) -> dict[str, Any]:
-    out: dict[str, Any] = {"meta": meta, "all": print_table(tally, None, "all conversations")}
-    if held_out:
-        out["held_out"] = print_table(
-            tally, held_out, f"held out (conversations {sorted(i + 1 for i in held_out)})"
-        )
-    for system in ("ctxpipe find", "ctxpipe search"):
-        shares = tally.kind_shares(system)
-        if shares:
-            print(f"{system} top-10 units: " + ", ".join(
-                f"{k} {v:.0%}" for k, v in shares.items()))  # fmt: skip
-    return out
 
 
 # ------------------------------------------------------------------ main
@@ -378,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "bare_p95_ms": round(float(np.percentile(BARE_MS, 95)), 1) if BARE_MS else None,
             "total_s": round(time.perf_counter() - started, 1),
         }
-        out = report(tally, meta, held_out)
+        out = report(tally, meta, held_out, (*SYSTEMS, *VARIANTS, *SEARCH_VARIANTS))
         print(
             f"\nctxpipe find latency (question embedding included): "
             f"p50 {meta['find_p50_ms']} ms, p95 {meta['find_p95_ms']} ms"

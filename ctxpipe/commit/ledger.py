@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from ctxpipe.commit.backlog import admits
 from ctxpipe.core.enums import CommitPhase
 from ctxpipe.storage.commit_ledger import (
     DRAIN_WINDOW_S,
@@ -113,7 +114,7 @@ class InMemoryLedger:
         with self._lock:
             if commit_id in self._commits:
                 return False
-            if max_pending > 0 and self._in_flight() >= max_pending:
+            if not admits(self._in_flight(), max_pending):
                 return False
             now = datetime.now(UTC)
             self._commits[commit_id] = _Commit(

@@ -44,6 +44,7 @@ from _stack import local_stack
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.session import SessionInput
+from ctxpipe.core.validity import split_annotation
 from ctxpipe.index.wiring import make_worker
 from ctxpipe.retrieval.text import split_units
 from ctxpipe.runtime import Runtime
@@ -111,7 +112,8 @@ def memory_lines(rt: Runtime, account: str, user: str) -> tuple[int, list[Line]]
         refs = [str(r) for r in node.source_refs]
         for unit in split_units(node.content or "", refs, derived=True):
             ids = frozenset(r.split(":", 1)[-1] for r in unit.refs)
-            lines.append(Line(unit.text, ids))
+            # the fact itself: its validity annotation (dates, superseded-by) is not content
+            lines.append(Line(split_annotation(unit.text)[0], ids))
     return len(nodes), lines
 
 

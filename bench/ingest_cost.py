@@ -23,6 +23,7 @@ per 100 turns; in-process turns/s ≥ 0.5 × bare.
 from __future__ import annotations
 
 import argparse
+import statistics
 import threading
 import time
 from pathlib import Path
@@ -44,19 +45,27 @@ from ctxpipe.storage.db import Database
 WORKERS = [("commit,maintenance", 2), ("extract", 2)]
 
 
-def count_encodes(rt: Runtime) -> list[int]:
-    """Wrap the runtime embedder's `encode` so every text it embeds is counted."""
+def count_encodes(rt: Runtime) -> list[str]:
+    """Wrap the runtime embedder's `encode` and `encode_spans` so every text it runs through
+    the model is kept (a chunk whose lines are read together is one text; tokens are counted
+    after the clock stops)."""
     emb = rt.embedder
-    inner = emb.encode
-    counter = [0]
+    inner, inner_spans = emb.encode, emb.encode_spans
+    read: list[str] = []
 
     def encode(texts: Any) -> list[list[float]]:
         items = list(texts)
-        counter[0] += len(items)
+        read.extend(items)
         return inner(items)
 
+    def encode_spans(texts: Any, spans: Any) -> list[list[list[float]]]:
+        items = list(texts)
+        read.extend(items)
+        return inner_spans(items, spans)
+
     emb.encode = encode  # type: ignore[method-assign]
-    return counter
+    emb.encode_spans = encode_spans  # type: ignore[method-assign]
+    return read
 
 
 def in_process(settings: Settings, sessions: list[dict[str, Any]]) -> dict[str, Any]:
@@ -65,7 +74,7 @@ def in_process(settings: Settings, sessions: list[dict[str, Any]]) -> dict[str, 
     coord = CommitCoordinator(rt.components())
     worker = make_worker(rt, "ingest-bench")
     rt.embedder.encode(["warm up"])  # load the model outside the clock
-    encoded[0] = 0
+    encoded.clear()
     calls = prompt = completion = turns = 0
     commit_s = index_s = 0.0
     by_phase: dict[str, int] = {}
@@ -87,6 +96,7 @@ def in_process(settings: Settings, sessions: list[dict[str, Any]]) -> dict[str, 
         print(f"\r  in process: {i + 1}/{len(sessions)} sessions, {turns} turns", end="")
     elapsed = time.perf_counter() - started
     print()
+    tokens = sum(rt.embedder.count_tokens(t) for t in encoded)
     rt.close()
     return {
         "turns": turns,
@@ -98,7 +108,8 @@ def in_process(settings: Settings, sessions: list[dict[str, Any]]) -> dict[str, 
         "sessions": len(sessions),
         "commit_s": commit_s,
         "index_s": index_s,
-        "embeddings": encoded[0],
+        "embeddings": len(encoded),
+        "model_tokens": tokens,
         "calls_by_phase": by_phase,
     }
 
@@ -108,6 +119,7 @@ def bare(settings: Settings, sessions: list[dict[str, Any]]) -> dict[str, float]
     rt = Runtime(settings)
     rt.embedder.encode(["warm up"])
     texts = [(m["id"], m["content"]) for s in sessions for m in s["messages"]]
+    tokens = sum(rt.embedder.count_tokens(t) for _, t in texts)
     batch = settings.embedding_batch_size
     with psycopg.connect(settings.database_url, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS public.bare_turns")
@@ -130,7 +142,12 @@ def bare(settings: Settings, sessions: list[dict[str, Any]]) -> dict[str, float]
         elapsed = time.perf_counter() - started
         conn.execute("DROP TABLE public.bare_turns")
     rt.close()
-    return {"turns": len(texts), "seconds": elapsed, "turns_per_s": len(texts) / elapsed}
+    return {
+        "turns": len(texts),
+        "seconds": elapsed,
+        "turns_per_s": len(texts) / elapsed,
+        "model_tokens": tokens,
+    }
 
 
 def through_celery(convs: list[list[dict[str, Any]]]) -> dict[str, float]:
@@ -217,6 +234,20 @@ def main() -> None:
     )
     ap.add_argument("--no-celery", action="store_true")
     ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="measure in process and bare this many times (fresh stacks); the ratio reported "
+        "is the median (shared machines are noisy)",
+    )
+    ap.add_argument(
+        "--unit-context",
+        choices=["chunk", "line", "none"],
+        default=None,
+        help="also ingest in process on a fresh stack with CTXPIPE_CHUNKING__UNIT_CONTEXT set "
+        "to this (`none`: every line and sentence read by the model on its own)",
+    )
+    ap.add_argument(
         "--without-unit-vectors",
         action="store_true",
         help="also ingest in process on a fresh stack with CTXPIPE_CHUNKING__UNIT_VECTORS=false "
@@ -230,9 +261,16 @@ def main() -> None:
         f"LoCoMo dev: {len(samples)} conversations, {len(sessions)} sessions, "
         f"{sum(len(s['messages']) for s in sessions)} turns"
     )
-    with local_stack([]) as settings:
-        proc = in_process(settings, sessions)
-        base = bare(settings, sessions)
+    ratios = []
+    for _ in range(args.repeat):  # fresh stack each time; in process and bare back to back
+        with local_stack([]) as settings:
+            proc = in_process(settings, sessions)
+            base = bare(settings, sessions)
+        ratios.append(proc["turns_per_s"] / base["turns_per_s"])
+    other = None
+    if args.unit_context:
+        with local_stack([], chunking=ChunkingConfig(unit_context=args.unit_context)) as settings:
+            other = in_process(settings, sessions)
     no_units = None
     if args.without_unit_vectors:
         with local_stack([], chunking=ChunkingConfig(unit_vectors=False)) as settings:
@@ -243,11 +281,18 @@ def main() -> None:
     print()
     print(f"{'':34}{'turns/s':>10}{'÷ bare':>9}")
     print(f"{'bare (embed + insert each turn)':34}{base['turns_per_s']:10.1f}{1.0:9.2f}")
-    ratio = proc["turns_per_s"] / base["turns_per_s"]
+    ratio = statistics.median(ratios)
+    label = "ctxpipe in process" + (f" (median of {len(ratios)})" if len(ratios) > 1 else "")
     print(
-        f"{'ctxpipe in process':34}{proc['turns_per_s']:10.1f}{ratio:9.2f}"
+        f"{label:34}{proc['turns_per_s']:10.1f}{ratio:9.2f}"
         f"   (commit {proc['commit_s']:.1f} s + index {proc['index_s']:.1f} s)"
     )
+    if other:
+        print(
+            f"{'  unit context ' + str(args.unit_context):34}{other['turns_per_s']:10.1f}"
+            f"{other['turns_per_s'] / base['turns_per_s']:9.2f}"
+            f"   (model reads {other['model_tokens'] / other['turns']:.0f} tokens per turn)"
+        )
     if no_units:
         print(
             f"{'  without unit vectors':34}{no_units['turns_per_s']:10.1f}"
@@ -279,9 +324,12 @@ def main() -> None:
         f"LLM calls per session: {proc['llm_calls'] / proc['sessions']:.2f}"
     )
     print(
-        f"embeddings computed per turn: {proc['embeddings'] / proc['turns']:.2f} "
-        "(bare baseline: 1.00)"
+        f"texts read by the model per turn: {proc['embeddings'] / proc['turns']:.2f}, "
+        f"tokens per turn: {proc['model_tokens'] / proc['turns']:.1f} "
+        f"(bare baseline: 1.00 and {base['model_tokens'] / base['turns']:.1f})"
     )
+    if len(ratios) > 1:
+        print("ratios of the runs: " + ", ".join(f"{r:.2f}" for r in ratios))
     print(
         f"ingest turns/s in process ÷ bare = {ratio:.2f} (target >= 0.5: "
         f"{'met' if ratio >= 0.5 else 'MISSED'})"

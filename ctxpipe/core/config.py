@@ -74,6 +74,10 @@ class ForgettingConfig(BaseModel):
     max_per_run: int = Field(1000, ge=1)
 
 
+# what the model reads to embed a line or a sentence (`retrieval.unit_encoding`)
+UnitContext = Literal["chunk", "line", "none"]
+
+
 class ChunkingConfig(BaseModel):
     chunk_tokens: int = Field(200, ge=16)
     chunk_overlap_tokens: int = Field(32, ge=0)
@@ -85,6 +89,13 @@ class ChunkingConfig(BaseModel):
         description="a chunk's vector: (`units`, with unit_vectors on) the normalised mean of "
         "its lines' and sentences' vectors, which spares encoding its long text a second time, "
         "or (`model`) the model's encoding of the whole text",
+    )
+    unit_context: UnitContext = Field(
+        "chunk",
+        description="what the model reads to give a line or sentence its vector: (`chunk`) the "
+        "chunk's lines together, each unit pooled from that one pass (late chunking: every "
+        "token encoded once, each line read among its neighbours), (`line`) each line, its "
+        "sentences pooled from it, or (`none`) every unit on its own",
     )
 
 

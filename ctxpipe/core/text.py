@@ -24,6 +24,8 @@ import pysbd
 import snowballstemmer
 from rapidfuzz import fuzz
 
+from ctxpipe.core.caches import LockedCache
+
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are aren't as at be because been
     before being below between both but by can can't cannot could couldn't d did didn't do does
@@ -171,10 +173,21 @@ def _pieces(line: str) -> Iterable[str]:
         yield from cut_long(line[start:], _PIECE_CHARS)
 
 
-def _segment(piece: str) -> list[str]:
+# pysbd costs ~2 ms a piece, and one turn is split by the archive builder, each extractor, the
+# indexer and find: the pieces' sentences are kept, bounded by their characters (~4 M).
+_SEGMENTS: LockedCache[tuple[str, ...]] = LockedCache.lru(
+    4_000_000, getsizeof=lambda v: sum(len(s) for s in v) or 1
+)
+
+
+def _segment(piece: str) -> tuple[str, ...]:
     if not _INNER_END_RE.search(piece.rstrip()[:-1]):
-        return [piece]  # no sentence end inside it: one sentence, pysbd has nothing to find
-    return [s.strip() for s in _segmenter().segment(piece) if s.strip()]
+        return (piece,)  # no sentence end inside it: one sentence, pysbd has nothing to find
+    cached = _SEGMENTS.get(piece)
+    if cached is None:
+        cached = tuple(s.strip() for s in _segmenter().segment(piece) if s.strip())
+        _SEGMENTS.put(piece, cached)
+    return cached
 
 
 def split_sentences(text: str) -> list[str]:

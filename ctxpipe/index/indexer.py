@@ -32,7 +32,8 @@ from ctxpipe.fs import ContextFS, FSRelationStore
 from ctxpipe.index.chunker import DocumentChunker
 from ctxpipe.index.replica import NodeState, NodeWrite, ReplicaStore
 from ctxpipe.providers.base import Embedder
-from ctxpipe.retrieval.text import unit_key, unit_texts
+from ctxpipe.retrieval.text import unit_key
+from ctxpipe.retrieval.unit_encoding import LineUnits, encode_units, line_units, unit_texts_of
 
 log = logging.getLogger(__name__)
 
@@ -225,30 +226,39 @@ class Indexer:
                 if c.text_content not in reuse
             )
         )
-        units = self._unit_texts(chunked) if self.unit_vectors else {}
+        lines = self._line_units(chunked) if self.unit_vectors else {}
+        units = {cid: unit_texts_of(per_chunk) for cid, per_chunk in lines.items()}
         if units and self._chunking.chunk_vectors == "units":  # a chunk with units: their mean
             with_units = {c.text_content for _, cs in chunked for c in cs if units.get(c.chunk_id)}
             texts = [t for t in texts if t not in with_units]
         by_key = dict(unit_reuse or {})
         chunk_texts = {**reuse, **dict.fromkeys(texts)}
-        new_units = [
-            u
-            for u in dict.fromkeys(u for per_chunk in units.values() for u in per_chunk)
-            if u not in chunk_texts and unit_key(u) not in by_key
+
+        def known(u: str) -> bool:
+            return u in chunk_texts or unit_key(u) in by_key
+
+        stale = [  # the chunks with a unit not embedded yet: read again, whole
+            cid
+            for cid, per_chunk in lines.items()
+            if not all(known(u) for line in per_chunk for u in line.texts)
         ]
-        batch = texts + new_units
-        vectors = dict(zip(batch, self.embedder.encode(batch), strict=True)) if batch else {}
+        context = self._chunking.unit_context
+        fresh, vectors = encode_units(
+            self.embedder, [lines[cid] for cid in stale], context=context, texts=texts
+        )
+        by_chunk = dict(zip(stale, fresh, strict=True))  # a unit's vector in its chunk
         report.embedded += len(texts)
-        report.units_embedded += len(new_units)
+        report.units_embedded += len({u for cid in stale for u in units[cid]})
         report.add_time("embed", started)
         writes = []
         for node, chunks in chunked:
             per_chunk: list[list[tuple[str, Any]]] = []
             for c in chunks:
                 row = []
+                own = by_chunk.get(c.chunk_id, {})
                 for u in units.get(c.chunk_id, []):
                     key = unit_key(u)
-                    vec = vectors.get(u, reuse.get(u))
+                    vec = own.get(u, vectors.get(u, reuse.get(u)))
                     row.append((key, by_key[key] if vec is None else vec))
                 per_chunk.append(row)
                 report.units += len(row)
@@ -260,10 +270,12 @@ class Indexer:
         return writes
 
     @staticmethod
-    def _unit_texts(chunked: list[tuple[ContextNode, list[ChunkRecord]]]) -> dict[str, list[str]]:
-        """The unit texts of each chunk (by chunk id)."""
+    def _line_units(
+        chunked: list[tuple[ContextNode, list[ChunkRecord]]],
+    ) -> dict[str, list[LineUnits]]:
+        """The lines (with their sentences) of each chunk, by chunk id."""
         return {
-            c.chunk_id: unit_texts(c.text_content, c.source_refs, c.context_type)
+            c.chunk_id: line_units(c.text_content, c.source_refs, c.context_type)
             for _, chunks in chunked
             for c in chunks
         }

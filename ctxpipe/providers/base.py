@@ -13,7 +13,17 @@ from ctxpipe.core.session import RequestContext
 
 T = TypeVar("T", bound=BaseModel)
 
-__all__ = ["LLM", "Embedder", "EmbeddingVector", "LLMUsage", "VectorHit", "VectorIndex", "run_sync"]
+__all__ = [
+    "LLM",
+    "Embedder",
+    "EmbeddingVector",
+    "LLMUsage",
+    "Span",
+    "SpanEmbedder",
+    "VectorHit",
+    "VectorIndex",
+    "run_sync",
+]
 
 
 @runtime_checkable
@@ -67,6 +77,23 @@ class Embedder(Protocol):
 
     @property
     def max_seq_length(self) -> int: ...
+
+
+Span = Sequence[tuple[int, int]]  # a part of a text: its (start, end) character ranges
+
+
+@runtime_checkable
+class SpanEmbedder(Protocol):
+    """An `Embedder` that also gives, from one pass over a text, the vectors of parts of it."""
+
+    @property
+    def pools_spans(self) -> bool: ...
+
+    def encode_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[Span]]
+    ) -> list[list[list[float]]]:
+        """For each text: its vector, then the vector of each of its spans."""
+        ...
 
 
 class VectorHit(BaseModel):

@@ -18,8 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ctxpipe.core.errors import EmbeddingError
-from ctxpipe.providers.base import EmbeddingVector
+from ctxpipe.providers.base import EmbeddingVector, Span
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -237,6 +239,69 @@ class SentenceTransformerEmbedder:
         result: list[list[float]] = vectors.tolist()
         return result
 
+    @property
+    def pools_spans(self) -> bool:
+        """Whether `encode_spans` is the model's own pooling over a part of the text: true for
+        a model that mean-pools its token embeddings (MiniLM and most sentence-transformers)."""
+        modes = [getattr(m, "pooling_mode", None) for m in self.model.children()]
+        return "mean" in modes
+
+    def encode_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[Span]]
+    ) -> list[list[list[float]]]:
+        """One pass of the model over each text: its vector, then one per span of it.
+
+        A span is a list of (start, end) character ranges of the text; its vector is the
+        normalised mean of the text's token embeddings that overlap those ranges — the model's
+        own mean pooling restricted to a part read in the context of the whole ("late
+        chunking"). A span no token of which survives truncation takes the text's vector."""
+        items = list(texts)
+        if len(spans) != len(items):
+            raise EmbeddingError("encode_spans() needs one list of spans per text")
+        if not items:
+            return []
+        model = self.model
+        try:
+            offsets = model.tokenizer(
+                items,
+                truncation=True,
+                max_length=self.max_seq_length,
+                return_offsets_mapping=True,
+            )["offset_mapping"]
+            outputs: list[Any] = [None] * len(items)
+            for batch in length_batches([len(o) for o in offsets], self.batch_size):
+                done = model.encode(
+                    [items[i] for i in batch],
+                    batch_size=len(batch),
+                    output_value=None,
+                    show_progress_bar=False,
+                )
+                for i, out in zip(batch, done, strict=True):
+                    outputs[i] = out
+        except Exception as exc:  # noqa: BLE001
+            raise EmbeddingError(
+                f"embedding {len(items)} text(s) with {self.model_name!r} failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        result: list[list[list[float]]] = []
+        for out, text_spans, offs in zip(outputs, spans, offsets, strict=True):
+            whole = _unit(out["sentence_embedding"].float().cpu().numpy())
+            n = int(out["attention_mask"].sum())
+            tokens = out["token_embeddings"][:n].float().cpu().numpy()
+            bounds = np.asarray(offs, dtype=np.int64).reshape(-1, 2)
+            if len(bounds) != n:  # not the tokenisation the model saw: no pooling
+                result.append([whole.tolist()] * (1 + len(text_spans)))
+                continue
+            real = bounds[:, 1] > bounds[:, 0]  # special tokens have empty offsets
+            row = [whole.tolist()]
+            for ranges in text_spans:
+                mask = np.zeros(n, dtype=bool)
+                for start, end in ranges:
+                    mask |= real & (bounds[:, 0] < end) & (bounds[:, 1] > start)
+                row.append(_unit(tokens[mask].mean(axis=0)).tolist() if mask.any() else row[0])
+            result.append(row)
+        return result
+
     async def embed_texts(self, texts: Sequence[str]) -> list[EmbeddingVector]:
         vectors = await asyncio.to_thread(self.encode, list(texts))
         return [EmbeddingVector(dense_vector=v, model=self.model_name) for v in vectors]
@@ -247,6 +312,24 @@ class SentenceTransformerEmbedder:
             return 0
         ids = self.model.tokenizer.encode(text, add_special_tokens=False, verbose=False)
         return len(ids)
+
+
+def length_batches(lengths: Sequence[int], size: int) -> list[list[int]]:
+    """Indices of texts of these token lengths in batches of at most `size`, longest first, a
+    batch closed when the next text is under half its longest: a batch is padded to its
+    longest text, so short texts are never padded to a long one (the model's cost is the
+    padded size)."""
+    out: list[list[int]] = []
+    for i in sorted(range(len(lengths)), key=lambda k: -lengths[k]):
+        if not out or len(out[-1]) >= size or 2 * lengths[i] < lengths[out[-1][0]]:
+            out.append([])
+        out[-1].append(i)
+    return out
+
+
+def _unit(vector: Any) -> Any:
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm > 0 else vector
 
 
 def clear_model_cache() -> None:

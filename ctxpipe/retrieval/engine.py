@@ -13,7 +13,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from ctxpipe.core.caches import LockedCache
-from ctxpipe.core.config import Settings
+from ctxpipe.core.config import Settings, UnitContext
 from ctxpipe.core.models import NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message, RequestContext
 from ctxpipe.core.validity import parse_as_of
@@ -68,6 +68,7 @@ class ReadPath:
         counter: TokenCounter | None = None,
         snapshots: SnapshotStore | None = None,
         relations: FSRelationStore | None = None,
+        unit_context: UnitContext = "chunk",
     ) -> None:
         self.config = config or RetrievalConfig()
         self.db = db
@@ -83,6 +84,7 @@ class ReadPath:
             schema=schema,
             config=self.config.find,
             recall_stats=self.recall_stats,
+            unit_context=unit_context,
         )
         self.intent = IntentAnalyzer(llm, self.config.intent)
         self.searcher = SearchEngine(self.finder, self.intent, self.config.hierarchical)
@@ -112,6 +114,7 @@ class ReadPath:
             schema=rt.settings.db_schema,
             config=config,
             relations=rt.relations,
+            unit_context=rt.settings.chunking.unit_context,
         )
 
     # ------------------------------------------------------------------ scope

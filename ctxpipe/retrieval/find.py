@@ -32,6 +32,7 @@ from datetime import date
 
 import numpy as np
 
+from ctxpipe.core.config import UnitContext
 from ctxpipe.core.validity import (
     TEMPORAL_CATEGORIES,
     as_of_view,
@@ -69,6 +70,7 @@ class HybridFinder:
         schema: str = "ctx",
         config: FindConfig | None = None,
         recall_stats: RecallStatsStore | None = None,
+        unit_context: UnitContext = "chunk",
     ) -> None:
         self.db = db
         self.embedder = embedder
@@ -77,7 +79,7 @@ class HybridFinder:
         self.schema = schema
         self.store = CandidateStore(db, schema, self.config)
         self.recall_stats = recall_stats
-        self.vectors = UnitVectors(embedder)
+        self.vectors = UnitVectors(embedder, context=unit_context)
         self.stored_units = StoredUnitCache(self.store.unit_vectors)
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="find-embed")
 
@@ -163,7 +165,7 @@ class HybridFinder:
             return []
         cfg = self.config
         ex = explode(rows)
-        stored: dict[str, np.ndarray] = {}
+        stored: dict[str, dict[str, np.ndarray]] = {}
         if cfg.stored_units and cfg.dense_rows:
             stored = self.stored_units.get(rows[: cfg.dense_rows], q.shape)
         ranked = rank_sentences(

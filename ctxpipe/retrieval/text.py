@@ -87,6 +87,24 @@ class Unit:
             for p in parts
         ]
 
+    def sentence_ranges(self) -> list[tuple[str, list[tuple[int, int]]]] | None:
+        """Each sentence's text with the character ranges of this unit's text it is made of
+        (the prefix, then its part of the body); None when the line is one sentence or a
+        sentence cannot be placed in it."""
+        parts = split_sentences(self.body)
+        if len(parts) <= 1:
+            return None
+        head = [(0, len(self.prefix))] if self.prefix else []
+        out: list[tuple[str, list[tuple[int, int]]]] = []
+        cursor = len(self.prefix)
+        for p in parts:
+            at = self.text.find(p, cursor)
+            if at < 0:
+                return None
+            cursor = at + len(p)
+            out.append((self.prefix + p, [*head, (at, cursor)]))
+        return out
+
 
 def bm25_tokens(text: str) -> list[str]:
     """Stemmed content words (the lexical view of a unit or a query)."""

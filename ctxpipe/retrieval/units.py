@@ -21,14 +21,16 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from ctxpipe.core.caches import LockedCache
+from ctxpipe.core.config import UnitContext
 from ctxpipe.providers.base import Embedder
 from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.text import Unit, bm25_tokens, chunk_lines, stem, unit_key
+from ctxpipe.retrieval.unit_encoding import encode_units, line_units
 
 _K1 = 1.2
 _B = 0.75
@@ -145,39 +147,73 @@ def rrf_ranks(scores: np.ndarray, mask: np.ndarray, k: float) -> np.ndarray:
     return out
 
 
-class UnitVectors:
-    """LRU cache of line/sentence embeddings (lines recur across queries)."""
+Stored = Mapping[str, Mapping[str, np.ndarray]]  # chunk id -> unit key -> vector
 
-    def __init__(self, embedder: Embedder, size: int = 50000) -> None:
+
+class UnitVectors:
+    """LRU cache of line/sentence embeddings by (chunk id, text): units recur across queries,
+    and a unit read in its chunk's context has that chunk's vector. `context`: how the index
+    reads units (`ChunkingConfig.unit_context`); units not stored are encoded the same way,
+    their whole chunk read at once."""
+
+    def __init__(
+        self, embedder: Embedder, size: int = 50000, context: UnitContext = "chunk"
+    ) -> None:
         self.embedder = embedder
         self.size = size
-        # the same lines and sentences come back across queries: encode each once
+        self.context: UnitContext = context
         self._data: LockedCache[np.ndarray] = LockedCache.lru(size)
 
-    def put(self, text: str, vec: np.ndarray) -> None:
-        self._data.put(text, vec)
+    def put(self, chunk_id: str, text: str, vec: np.ndarray) -> None:
+        self._data.put((chunk_id, text), vec)
+
+    def complete(
+        self,
+        rows: Sequence[CandidateRow],
+        texts_by_row: Mapping[int, Sequence[str]],
+        stored: Stored | None,
+    ) -> None:
+        """Encode, as the index does, the units of the rows (by index) with a unit neither
+        stored nor cached."""
+        todo: list[CandidateRow] = []
+        for r, texts in texts_by_row.items():
+            row = rows[r]
+            have = (stored or {}).get(row.chunk_id) or {}
+            left = {(row.chunk_id, t) for t in texts if unit_key(t) not in have}
+            if left and len(self._data.get_many(left)) < len(left):
+                todo.append(row)
+        if not todo:
+            return
+        lines = [
+            line_units(r.text_content, [str(x) for x in r.source_refs], r.context_type)
+            for r in todo
+        ]
+        per_chunk, _ = encode_units(self.embedder, lines, context=self.context)
+        for row, vecs in zip(todo, per_chunk, strict=True):
+            for text, vec in vecs.items():
+                self.put(row.chunk_id, text, np.asarray(vec, dtype=np.float32))
 
     def get_many(
-        self, texts: Sequence[str], stored: Mapping[str, np.ndarray] | None = None
+        self, items: Sequence[tuple[str, str]], stored: Stored | None = None
     ) -> np.ndarray:
-        """Vectors of `texts`: stored ones (by `unit_key`) first, then cached, then encoded."""
-        found: dict[str, np.ndarray] = {}
-        if stored:
-            for t in texts:
-                v = stored.get(unit_key(t))
-                if v is not None:
-                    found[t] = v
-        cached = self._data.get_many(t for t in texts if t not in found)
-        found.update((str(t), v) for t, v in cached.items())
-        missing = [t for t in dict.fromkeys(texts) if t not in found]
+        """Vectors of (chunk id, text) `items`: stored ones first, then cached, then encoded
+        (each text on its own: what `complete` did not cover)."""
+        found: dict[tuple[str, str], np.ndarray] = {}
+        for cid, t in items:
+            v = ((stored or {}).get(cid) or {}).get(unit_key(t))
+            if v is not None:
+                found[(cid, t)] = v
+        cached = self._data.get_many(i for i in items if i not in found)
+        found.update((cast(tuple[str, str], k), v) for k, v in cached.items())
+        missing = [i for i in dict.fromkeys(items) if i not in found]
         if missing:
-            vecs = np.asarray(self.embedder.encode(missing), dtype=np.float32)
-            for t, v in zip(missing, vecs, strict=True):
-                found[t] = v
-                self.put(t, v)
-        if not texts:
+            vecs = np.asarray(self.embedder.encode([t for _, t in missing]), dtype=np.float32)
+            for i, v in zip(missing, vecs, strict=True):
+                found[i] = v
+                self.put(i[0], i[1], v)
+        if not items:
             return np.zeros((0, 0), dtype=np.float32)
-        return np.stack([found[t] for t in texts])
+        return np.stack([found[i] for i in items])
 
 
 class StoredUnitCache:
@@ -197,16 +233,18 @@ class StoredUnitCache:
             max_units, getsizeof=lambda entry: max(1, len(entry[1]))
         )
 
-    def get(self, rows: Sequence[CandidateRow], shape: tuple[int, ...]) -> dict[str, np.ndarray]:
-        """Unit key -> vector for the units of `rows` (candidate chunk rows)."""
-        out: dict[str, np.ndarray] = {}
+    def get(
+        self, rows: Sequence[CandidateRow], shape: tuple[int, ...]
+    ) -> dict[str, dict[str, np.ndarray]]:
+        """Chunk id -> unit key -> vector for the units of `rows` (candidate chunk rows)."""
+        out: dict[str, dict[str, np.ndarray]] = {}
         missing: dict[str, int] = {}
         wanted = {r.chunk_id: r.node_version for r in rows}
         cached = self._data.get_many(wanted)
         for cid, version in wanted.items():
             hit = cached.get(cid)
             if hit is not None and hit[0] == version:
-                out.update(hit[1])
+                out[cid] = hit[1]
             else:
                 missing[cid] = version
         if not missing:
@@ -219,7 +257,7 @@ class StoredUnitCache:
                 if vec is not None and vec.shape == shape:
                     vecs[key] = vec
             self._data.put(cid, (version, vecs))
-            out.update(vecs)
+            out[cid] = vecs
         return out
 
     @property
@@ -239,11 +277,12 @@ def rank_sentences(
     *,
     rrf_k: float = 60.0,
     dense_rows: int = 24,
-    stored: Mapping[str, np.ndarray] | None = None,
+    stored: Stored | None = None,
     row_bonus: np.ndarray | None = None,
 ) -> list[Sentence]:
     """The sentences, best first, with their fused score and cosine similarity. `stored`:
-    the index-time vectors of the dense chunks' units by `unit_key`; `row_bonus`: a further
+    the index-time vectors of the dense chunks' units (chunk id -> `unit_key` -> vector: a
+    unit has the vector of its chunk's reading); `row_bonus`: a further
     fused term per candidate chunk (the graph signal)."""
     sents = ex.sentences
     if not sents:
@@ -259,16 +298,24 @@ def rank_sentences(
         if dense_line[i] and u.text == row.text_content:
             emb = as_vector(row.embedding)
             if emb is not None and emb.shape == query_vec.shape:
-                vectors.put(u.text, emb)
-    l_sim = np.zeros(len(ex.lines), dtype=np.float32)
+                vectors.put(row.chunk_id, u.text, emb)
     idx = np.flatnonzero(dense_line)
+    by_row: dict[int, list[str]] = {}
+    for li in idx:
+        by_row.setdefault(int(ex.line_row[li]), []).append(line_text[li])
+    for sent in sents:
+        if dense_line[sent.line] and sent.unit.text != line_text[sent.line]:
+            by_row.setdefault(sent.row, []).append(sent.unit.text)
+    vectors.complete(rows, by_row, stored)
+    l_sim = np.zeros(len(ex.lines), dtype=np.float32)
     if idx.size:
-        l_sim[idx] = vectors.get_many([line_text[i] for i in idx], stored) @ query_vec
+        items = [(rows[ex.line_row[i]].chunk_id, line_text[i]) for i in idx]
+        l_sim[idx] = vectors.get_many(items, stored) @ query_vec
     s_dense = np.array([dense_line[s.line] for s in sents])
     s_sim = np.zeros(len(sents), dtype=np.float32)
     sidx = np.flatnonzero(s_dense)
     if sidx.size:
-        texts = [sents[i].unit.text for i in sidx]
+        texts = [(rows[sents[i].row].chunk_id, sents[i].unit.text) for i in sidx]
         same = [sents[i].unit.text == line_text[sents[i].line] for i in sidx]
         need = [t for t, s in zip(texts, same, strict=True) if not s]
         vecs = vectors.get_many(need, stored) if need else None

@@ -144,3 +144,48 @@ def test_the_tokenizer_file_counts_as_the_loaded_model(emb: SentenceTransformerE
     ]
     assert [counter.count(t) for t in texts] == [emb.count_tokens(t) for t in texts]
     assert special_tokens_of(emb) == DEFAULT_SPECIAL_TOKENS
+
+
+# ------------------------------------------------------------------ spans (late chunking)
+TWO = "My sister Clara visits from Porto next Friday. We will hike in Sintra."
+
+
+def test_span_vectors_come_from_one_pass(emb: SentenceTransformerEmbedder) -> None:
+    """`encode_spans`: the text's own vector (as `encode` gives it), then each span's, the mean
+    of the tokens inside it: a sentence's pooled vector is nearer its own words than the other
+    sentence's, and a text is read once whatever its spans."""
+    assert emb.pools_spans  # MiniLM mean-pools its tokens
+    cut = TWO.index("We")
+    first, second = [(0, cut - 1)], [(cut, len(TWO))]
+    [row] = emb.encode_spans([TWO], [[first, second]])
+    whole, a, b = row
+    assert cosine(whole, emb.encode([TWO])[0]) > 0.9999
+    assert all(math.isclose(math.sqrt(sum(x * x for x in v)), 1.0, rel_tol=1e-4) for v in row)
+    alone_a, alone_b = emb.encode([TWO[: cut - 1], TWO[cut:]])
+    assert cosine(a, alone_a) > cosine(a, alone_b) and cosine(b, alone_b) > cosine(b, alone_a)
+    assert cosine(a, alone_a) > 0.7
+    # a span that is two ranges (a speaker prefix and a sentence) pools both
+    text = "Ann: " + TWO
+    [row] = emb.encode_spans([text], [[[(0, 5), (5 + cut, len(text))]]])
+    assert cosine(row[1], emb.encode(["Ann: " + TWO[cut:]])[0]) > 0.7
+
+
+def test_span_batches_match_one_by_one(emb: SentenceTransformerEmbedder) -> None:
+    """Texts of very different lengths are batched by length; every row is the same as when
+    the text is encoded alone, in the caller's order."""
+    long = " ".join([TWO] * 8)
+    texts = ["Short one.", long, TWO, "Two words"]
+    spans = [[[(0, 5)]], [[(0, 40)], [(50, 90)]], [[(0, 10)]], []]
+    rows = emb.encode_spans(texts, spans)
+    assert [len(r) for r in rows] == [2, 3, 2, 1]
+    for text, sp, row in zip(texts, spans, rows, strict=True):
+        [alone] = emb.encode_spans([text], [sp])
+        for x, y in zip(row, alone, strict=True):
+            assert cosine(x, y) > 0.9999
+    # a span past the truncated end takes the text's vector
+    huge = " ".join([TWO] * 60)
+    [row] = emb.encode_spans([huge], [[[(len(huge) - 10, len(huge))]]])
+    assert cosine(row[1], row[0]) > 0.9999
+    with pytest.raises(EmbeddingError, match="one list of spans per text"):
+        emb.encode_spans(["a", "b"], [[]])
+    assert emb.encode_spans([], []) == []

@@ -343,6 +343,10 @@ class CountingEmbedder:
         self.calls.append(len(texts))
         return self.inner.encode(texts)  # type: ignore[no-any-return]
 
+    def encode_spans(self, texts: Sequence[str], spans: Any) -> list[list[list[float]]]:
+        self.calls.append(-len(texts))  # negative: texts read with their units pooled
+        return self.inner.encode_spans(texts, spans)  # type: ignore[no-any-return]
+
 
 def test_a_batch_is_embedded_in_one_pass(rt):  # type: ignore[no-untyped-def]
     nodes = [
@@ -362,9 +366,10 @@ def test_a_batch_is_embedded_in_one_pass(rt):  # type: ignore[no-untyped-def]
     emit(rt, [upsert(n) for n in nodes])
     res = w.run_once()
     assert res.succeeded == 20 and res.chunks == 40
-    # one pass: 40 chunk texts and the 20 L2 lines find ranks ("event i details"; each L0
-    # line is its whole chunk and takes the chunk's vector)
-    assert counting.calls == [60] and res.embedded == 40 and res.units_embedded == 20
+    # one pass over the 20 L2 chunks, their lines find ranks ("event i details") pooled from
+    # it, and one over the 40 chunk texts (each L0 line is its whole chunk and takes the
+    # chunk's vector)
+    assert counting.calls == [-20, 40] and res.embedded == 40 and res.units_embedded == 20
 
 
 def test_poison_event_goes_dead_after_max_retries_and_requeue_revives_it(rt, worker):  # type: ignore[no-untyped-def]

@@ -1,0 +1,143 @@
+"""The units the index embeds next to a chunk, and how the model reads them (the same code
+gives find its vectors when a replica has none stored).
+
+A chunk's units (`retrieval.text.unit_texts`) are its lines and, for a line of several
+sentences, each sentence with the line's speaker prefix. `ChunkingConfig.unit_context` says what
+the model reads to give a unit its vector:
+
+- ``chunk`` (the default): the chunk's lines together, as one text (in windows of the model's
+  length), and each unit's vector is the mean of that pass's token embeddings over the unit
+  (`SpanEmbedder.encode_spans`, "late chunking"): every token of the chunk goes through the model
+  once, and a line is read in the context of the lines around it;
+- ``line``: each line on its own, its sentences pooled from the line's pass;
+- ``none``: every unit text on its own (each sentence encoded again after its line).
+
+The model reads a line as find returns it: the speaker, the date and the words of an archive
+turn, a fact with its validity dates (a reading without the dates lost 5-8 points of temporal
+recall on LoCoMo: "when" questions match texts that carry a date). An embedder that does not
+mean-pool its tokens reads every unit on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxpipe.core.config import UnitContext
+from ctxpipe.providers.base import Embedder, SpanEmbedder
+from ctxpipe.retrieval.text import Unit, chunk_lines
+
+Ranges = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class LineUnits:
+    """One line of a chunk and its sentences (none when it is one sentence). `read` is the
+    line as the model reads it and `ranges` each sentence's place in `read` (None: a sentence
+    could not be placed: it is encoded on its own)."""
+
+    text: str
+    sentences: tuple[str, ...] = ()
+    read: str = ""
+    ranges: tuple[Ranges, ...] | None = ()
+
+    @property
+    def texts(self) -> list[str]:
+        return list(dict.fromkeys([self.text, *self.sentences]))
+
+
+@dataclass
+class Window:
+    """One text the model reads, and the units pooled from it (text → its ranges)."""
+
+    read: str = ""
+    units: dict[str, Ranges] = field(default_factory=dict)
+
+
+def line_units(text: str, chunk_refs: Sequence[str], context_type: str | None) -> list[LineUnits]:
+    """The lines of a chunk that find ranks, each with its sentences and where they lie."""
+    return [_line(line) for line in chunk_lines(text, chunk_refs, context_type)]
+
+
+def _line(line: Unit) -> LineUnits:
+    sentences = tuple(s.text for s in line.sentences() if s.text != line.text)
+    placed = line.sentence_ranges() if sentences else []
+    if placed is None:
+        return LineUnits(line.text, sentences, line.text, None)
+    return LineUnits(line.text, sentences, line.text, tuple(tuple(r) for _, r in placed))
+
+
+def unit_texts_of(lines: Iterable[LineUnits]) -> list[str]:
+    """The distinct unit texts of a chunk's lines, in order (= `retrieval.text.unit_texts`)."""
+    return list(dict.fromkeys(t for line in lines for t in line.texts))
+
+
+def windows(
+    lines: Sequence[LineUnits], max_tokens: int, count: Callable[[str], int]
+) -> list[Window]:
+    """The lines of one chunk packed, in order, into texts of at most `max_tokens` tokens
+    (a longer line is a window of its own), with each unit's ranges in its window."""
+    out: list[Window] = []
+    used = 0
+    for line in lines:
+        tokens = count(line.read) + 1
+        if not out or (out[-1].read and used + tokens > max_tokens):
+            out.append(Window())
+            used = 0
+        win = out[-1]
+        start = len(win.read) + 1 if win.read else 0
+        win.read = f"{win.read}\n{line.read}" if win.read else line.read
+        used += tokens
+        win.units.setdefault(line.text, ((start, start + len(line.read)),))
+        for sentence, ranges in zip(line.sentences, line.ranges or (), strict=False):
+            win.units.setdefault(sentence, tuple((start + a, start + b) for a, b in ranges))
+    return out
+
+
+def encode_units(
+    embedder: Embedder,
+    chunks: Sequence[Sequence[LineUnits]],
+    *,
+    context: UnitContext,
+    texts: Sequence[str] = (),
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The vectors of the units of each of `chunks` (the lines of one chunk each), by text,
+    in the same order — a unit read in a chunk's context has that chunk's vector — and the
+    vectors of `texts` (chunk texts, encoded with the units that are not pooled)."""
+    pooled = context != "none" and isinstance(embedder, SpanEmbedder) and embedder.pools_spans
+    wins: list[tuple[int, Window]] = []
+    if pooled:
+        for i, lines in enumerate(chunks):
+            if context == "chunk":
+                limit = int(embedder.max_seq_length) - 2  # [CLS] and [SEP]
+                wins.extend((i, w) for w in windows(lines, limit, embedder.count_tokens))
+            else:
+                wins.extend((i, w) for w in windows(lines, 0, len))  # max 0: a window a line
+    out: list[dict[str, Any]] = [{} for _ in chunks]
+    if wins:
+        assert isinstance(embedder, SpanEmbedder)
+        rows = embedder.encode_spans(
+            [w.read for _, w in wins], [list(w.units.values()) for _, w in wins]
+        )
+        for (i, win), row in zip(wins, rows, strict=True):
+            whole = ((0, len(win.read)),)
+            for (unit, ranges), vector in zip(win.units.items(), row[1:], strict=True):
+                out[i].setdefault(unit, row[0] if ranges == whole else vector)
+    own = dict.fromkeys(texts)
+    alone = {  # units no window gave a vector (not pooled, or not placed): each read alone
+        t: None
+        for i, lines in enumerate(chunks)
+        for t in unit_texts_of(lines)
+        if t not in out[i] and t not in own
+    }
+    todo = [*own, *alone]
+    encoded = dict(zip(todo, embedder.encode(todo), strict=True)) if todo else {}
+    for i, lines in enumerate(chunks):
+        for t in unit_texts_of(lines):
+            if t not in out[i]:
+                out[i][t] = encoded[t]
+    return out, {t: encoded[t] for t in own}
+
+
+__all__ = ["LineUnits", "UnitContext", "Window", "encode_units", "line_units", "unit_texts_of"]

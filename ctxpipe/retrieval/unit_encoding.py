@@ -33,13 +33,11 @@ Ranges = tuple[tuple[int, int], ...]
 
 @dataclass(frozen=True)
 class LineUnits:
-    """One line of a chunk and its sentences (none when it is one sentence). `read` is the
-    line as the model reads it and `ranges` each sentence's place in `read` (None: a sentence
-    could not be placed: it is encoded on its own)."""
+    """One line of a chunk and its sentences (none when it is one sentence), with each
+    sentence's place in the line (None: a sentence could not be placed: it is read alone)."""
 
     text: str
     sentences: tuple[str, ...] = ()
-    read: str = ""
     ranges: tuple[Ranges, ...] | None = ()
 
     @property
@@ -64,8 +62,8 @@ def _line(line: Unit) -> LineUnits:
     sentences = tuple(s.text for s in line.sentences() if s.text != line.text)
     placed = line.sentence_ranges() if sentences else []
     if placed is None:
-        return LineUnits(line.text, sentences, line.text, None)
-    return LineUnits(line.text, sentences, line.text, tuple(tuple(r) for _, r in placed))
+        return LineUnits(line.text, sentences, None)
+    return LineUnits(line.text, sentences, tuple(tuple(r) for _, r in placed))
 
 
 def unit_texts_of(lines: Iterable[LineUnits]) -> list[str]:
@@ -81,15 +79,15 @@ def windows(
     out: list[Window] = []
     used = 0
     for line in lines:
-        tokens = count(line.read) + 1
+        tokens = count(line.text) + 1
         if not out or (out[-1].read and used + tokens > max_tokens):
             out.append(Window())
             used = 0
         win = out[-1]
         start = len(win.read) + 1 if win.read else 0
-        win.read = f"{win.read}\n{line.read}" if win.read else line.read
+        win.read = f"{win.read}\n{line.text}" if win.read else line.text
         used += tokens
-        win.units.setdefault(line.text, ((start, start + len(line.read)),))
+        win.units.setdefault(line.text, ((start, start + len(line.text)),))
         for sentence, ranges in zip(line.sentences, line.ranges or (), strict=False):
             win.units.setdefault(sentence, tuple((start + a, start + b) for a, b in ranges))
     return out

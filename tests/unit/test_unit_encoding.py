@@ -50,39 +50,38 @@ def places(read: str, ranges: Sequence[tuple[int, int]]) -> str:
     return "".join(read[a:b] for a, b in ranges)
 
 
-def test_lines_are_read_as_speaker_and_words_and_sentences_are_placed() -> None:
+def test_lines_are_read_as_find_returns_them_and_sentences_are_placed() -> None:
     lines = line_units(ARCHIVE, REFS, "session")
     assert unit_texts_of(lines) == unit_texts(ARCHIVE, REFS, "session")  # the same units
     first = lines[0]
     assert first.text == "Ann (8 May 2023): I adopted a puppy named Biscuit. He chews my shoes."
-    assert first.read == first.text  # read as find returns it: speaker, date, words
     assert first.sentences == (
         "Ann (8 May 2023): I adopted a puppy named Biscuit.",
         "Ann (8 May 2023): He chews my shoes.",
     )
     assert first.ranges is not None
-    assert [places(first.read, r) for r in first.ranges] == list(first.sentences)
-    assert lines[2].sentences == () and lines[2].read == "Ann (8 May 2023): I run on Sundays."
+    assert [places(first.text, r) for r in first.ranges] == list(first.sentences)
+    assert lines[2].sentences == () and lines[2].text == "Ann (8 May 2023): I run on Sundays."
 
 
 def test_a_fact_is_read_with_its_dates_and_its_sentences_placed() -> None:
     lines = line_units(FACT, ["s1:m1", "s1:m3"], "memory")
-    assert lines[0].read == lines[0].text == "Ann lives in Lisbon (valid from 2023-07-01)"
+    assert lines[0].text == "Ann lives in Lisbon (valid from 2023-07-01)"
     assert lines[1].ranges is not None
-    assert [places(lines[1].read, r) for r in lines[1].ranges] == ["Ann likes tea.", "And cake."]
+    assert [places(lines[1].text, r) for r in lines[1].ranges] == ["Ann likes tea.", "And cake."]
 
 
 def test_windows_pack_lines_in_order_within_the_limit() -> None:
     lines = line_units(ARCHIVE, REFS, "session")
     [one] = windows(lines, 100, lambda t: len(t.split()))
-    assert one.read == "\n".join(line.read for line in lines)
+    assert one.read == "\n".join(line.text for line in lines)
     for line in lines:  # every unit's ranges point at its words inside the window
-        assert places(one.read, one.units[line.text]) == line.read
+        assert places(one.read, one.units[line.text]) == line.text
     second = lines[0].sentences[1]
     assert places(one.read, one.units[second]) == "Ann (8 May 2023): He chews my shoes."
     small = windows(lines, 20, lambda t: len(t.split()))
-    assert [w.read for w in small] == [lines[0].read, f"{lines[1].read}\n{lines[2].read}"]
-    assert [w.read for w in windows(lines, 0, len)] == [line.read for line in lines]
+    assert [w.read for w in small] == [lines[0].text, f"{lines[1].text}\n{lines[2].text}"]
+    assert [w.read for w in windows(lines, 0, len)] == [line.text for line in lines]
 
 
 @pytest.mark.parametrize("context", ["chunk", "line", "none"])

@@ -83,7 +83,7 @@ def test_tools_are_listed_and_each_one_works(world: ApiWorld) -> None:
     err, built, _ = out[4]
     assert not err and "Biscuit" in built["text"] and built["total_tokens"] <= 400
 
-    uri = next(h["uri"] for h in found["hits"] if "/users/ann/memories/" in h["uri"])
+    uri = found["hits"][0]["uri"]  # the node find cited best (an archive or a memory)
     (_, (err, read, _)) = call(world, key, [("read", {"uri": uri, "level": 2})])
     assert not err and read["text"]
 

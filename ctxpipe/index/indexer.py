@@ -9,9 +9,11 @@ batch are embedded together in batches of the embedder's batch size, and every r
 is written in one transaction (`ReplicaStore.write`).
 
 Unit vectors: every line and sentence `find` ranks inside a chunk (`unit_texts`) is embedded
-with the chunk and stored next to it, keyed by a hash of its text; a unit whose text is a chunk
-text takes that chunk's vector, and unchanged units of an updated or moved node keep their
-stored vectors (`ChunkingConfig.unit_vectors` turns this off).
+with the chunk and stored next to it, keyed by a hash of its text. A chunk with a unit not
+embedded yet is read again whole, its units pooled from that reading
+(`retrieval.unit_encoding`, `ChunkingConfig.unit_context`); a unit whose text is a chunk text
+takes that chunk's vector, and the units of an unchanged chunk of an updated or moved node keep
+their stored vectors (`ChunkingConfig.unit_vectors` turns all this off).
 """
 
 from __future__ import annotations

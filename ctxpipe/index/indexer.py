@@ -34,6 +34,7 @@ from ctxpipe.fs import ContextFS, FSRelationStore
 from ctxpipe.index.chunker import DocumentChunker
 from ctxpipe.index.replica import NodeState, NodeWrite, ReplicaStore
 from ctxpipe.providers.base import Embedder
+from ctxpipe.providers.embedder import normalised
 from ctxpipe.retrieval.text import unit_key
 from ctxpipe.retrieval.unit_encoding import LineUnits, encode_units, line_units, unit_texts_of
 
@@ -324,8 +325,7 @@ def _chunk_vector(
     if own is not None or not unit_vecs:
         return own
     mean = np.mean(np.asarray([np.asarray(v, dtype=np.float32) for _, v in unit_vecs]), axis=0)
-    norm = float(np.linalg.norm(mean))
-    return (mean / norm if norm > 0 else mean).tolist()
+    return normalised(mean).tolist()
 
 
 __all__ = ["RELATIONS_KEY", "Indexer", "SyncReport", "decide"]

@@ -285,7 +285,7 @@ class SentenceTransformerEmbedder:
             ) from exc
         result: list[list[list[float]]] = []
         for out, text_spans, offs in zip(outputs, spans, offsets, strict=True):
-            whole = _unit(out["sentence_embedding"].float().cpu().numpy())
+            whole = normalised(out["sentence_embedding"].float().cpu().numpy())
             n = int(out["attention_mask"].sum())
             tokens = out["token_embeddings"][:n].float().cpu().numpy()
             bounds = np.asarray(offs, dtype=np.int64).reshape(-1, 2)
@@ -298,7 +298,7 @@ class SentenceTransformerEmbedder:
                 mask = np.zeros(n, dtype=bool)
                 for start, end in ranges:
                     mask |= real & (bounds[:, 0] < end) & (bounds[:, 1] > start)
-                row.append(_unit(tokens[mask].mean(axis=0)).tolist() if mask.any() else row[0])
+                row.append(normalised(tokens[mask].mean(axis=0)).tolist() if mask.any() else row[0])
             result.append(row)
         return result
 
@@ -327,7 +327,8 @@ def length_batches(lengths: Sequence[int], size: int) -> list[list[int]]:
     return out
 
 
-def _unit(vector: Any) -> Any:
+def normalised(vector: Any) -> Any:
+    """`vector` (numpy) scaled to length 1 (a zero vector as it is)."""
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm > 0 else vector
 

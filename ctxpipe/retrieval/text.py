@@ -89,11 +89,11 @@ class Unit:
 
     def sentence_ranges(self) -> list[tuple[str, list[tuple[int, int]]]] | None:
         """Each sentence's text with the character ranges of this unit's text it is made of
-        (the prefix, then its part of the body); None when the line is one sentence or a
-        sentence cannot be placed in it."""
+        (the prefix, then its part of the body): none when the unit is one sentence, None when
+        a sentence cannot be placed in it."""
         parts = split_sentences(self.body)
         if len(parts) <= 1:
-            return None
+            return []
         head = [(0, len(self.prefix))] if self.prefix else []
         out: list[tuple[str, list[tuple[int, int]]]] = []
         cursor = len(self.prefix)

@@ -59,11 +59,10 @@ def line_units(text: str, chunk_refs: Sequence[str], context_type: str | None) -
 
 
 def _line(line: Unit) -> LineUnits:
-    sentences = tuple(s.text for s in line.sentences() if s.text != line.text)
-    placed = line.sentence_ranges() if sentences else []
-    if placed is None:
-        return LineUnits(line.text, sentences, None)
-    return LineUnits(line.text, sentences, tuple(tuple(r) for _, r in placed))
+    placed = line.sentence_ranges()
+    if placed is None:  # a sentence not found in the line: the sentences are read alone
+        return LineUnits(line.text, tuple(s.text for s in line.sentences()), None)
+    return LineUnits(line.text, tuple(t for t, _ in placed), tuple(tuple(r) for _, r in placed))
 
 
 def unit_texts_of(lines: Iterable[LineUnits]) -> list[str]:

@@ -79,8 +79,14 @@ class Validity:
         return out
 
 
+_NONE = Validity()
+
+
 def split_annotation(line: str) -> tuple[str, Validity]:
     """(the line without its validity annotation, the validity it states)."""
+    head = line.rstrip()
+    if not head.endswith(")"):  # every annotation ends with its closing parenthesis
+        return head, _NONE
     m = _TAIL_RE.search(line)
     if m is None or not any(m.groupdict().values()):
         return line.rstrip(), Validity()

@@ -1,8 +1,9 @@
 """Every routine of the offline `rules` provider takes time linear in the size of its input:
 pathological text for its regexes and loops (no punctuation for pages, "A. A. A.", a name
-repeated thousands of times, thousands of identical lines …) at the largest message a commit
-accepts (100 kB, `CTXPIPE_LIMITS__MAX_MESSAGE_CHARS`) stays under a second per routine, and
-four times the text costs about four times the time, not sixteen."""
+repeated thousands of times, thousands of identical lines, fact lines that contradict each
+other in turn …) at the largest message a commit accepts (100 kB,
+`CTXPIPE_LIMITS__MAX_MESSAGE_CHARS`) stays under a second per routine, and four times the
+text costs about four times the time, not sixteen."""
 
 from __future__ import annotations
 
@@ -47,6 +48,10 @@ PATHOLOGICAL: dict[str, Callable[[int], str]] = {
     "backticks": lambda n: "`a` " * (n // 4),
     "quotes": lambda n: '"a" ' * (n // 4),
     "prose": lambda n: "We met at the cafe near the station and talked for hours. " * (n // 58),
+    # fact lines, as a memory's content holds them: repeated, or contradicting in turn
+    "a fact line over and over": lambda n: "- lives in Berlin [m1]\n" * (n // 23),
+    "two homes in turn": lambda n: "- lives in Berlin [m1]\n- lives in Munich [m2]\n" * (n // 46),
+    "likes and dislikes in turn": lambda n: "- likes tea [m1]\n- dislikes tea [m2]\n" * (n // 34),
 }
 
 

@@ -190,3 +190,44 @@ def test_merge_idempotent_and_lossless_property(
     for line in old.splitlines():  # every old fact is still there
         body = line.split(" [")[0].removeprefix("- ").strip()
         assert body in once.overview
+
+
+def test_a_line_said_again_after_a_change_wins_again() -> None:
+    """Within one bundle the later line wins each time: a home said, changed and said again
+    ends where it was said last, and each earlier line names the line that replaced it."""
+    ov = "\n".join(
+        [
+            "- lives in Berlin [m1]",
+            "- lives in Berlin [m2]",
+            "- lives in Munich [m3]",
+            "- lives in Berlin [m4]",
+            "- lives in Berlin [m5]",
+        ]
+    )
+    out = merge("profile", bundle("", "- is named Ana [m0]"), bundle("", ov))
+    lines = out.overview.splitlines()
+    assert "- lives in Berlin [m1, m2] (superseded: lives in Munich)" in lines
+    assert "- lives in Munich [m3] (superseded: lives in Berlin)" in lines
+    assert "- lives in Berlin [m4, m5]" in lines
+    assert sum("lives in" in ln for ln in lines) == 3
+
+
+def test_a_memory_of_thousands_of_lines_merges_each_line_once() -> None:
+    """Repeated lines fold into one line carrying all their refs, and a contradiction closes
+    every active line it replaces, however many lines the memory holds."""
+    old = "\n".join(f"- lives in Berlin [m{i}]" for i in range(2000))
+    new = "\n".join(
+        ["- likes tea [n1]", "- dislikes tea [n2]", "- likes tea [n3]"] * 500
+        + ["- lives in Lisbon [n4]"] * 500
+    )
+    out = merge("profile", bundle("", old), bundle("", new))
+    lines = out.overview.splitlines()
+    assert len(lines) == 2000 + 4  # every old line kept; each new fact once
+    assert all(ln.endswith("(superseded: lives in Lisbon)") for ln in lines[:2000])
+    assert lines[2000:] == [
+        "- likes tea [n1, n3] (superseded: dislikes tea)",
+        "- dislikes tea [n2] (superseded: likes tea)",
+        "- likes tea [n3]",
+        "- lives in Lisbon [n4]",
+    ]
+    assert out.conflicts == ['lives in: "Berlin" → "Lisbon"']

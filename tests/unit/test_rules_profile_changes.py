@@ -230,3 +230,15 @@ def test_third_person_agreement(verb: str, third: str) -> None:
 )
 def test_sentences_in_the_third_person(first: str, third: str) -> None:
     assert to_third_person(first) == third
+
+
+def test_every_profile_rule_is_reached_through_the_gate() -> None:
+    """A sentence is read by the profile rules only when `RULE_GATE` finds the user's "I",
+    "my" or "call me" in it: every rule starts with one of those, so none is skipped."""
+    from ctxpipe.providers.rules.profile import RULE_GATE, RULE_STARTS, RULES
+
+    assert all(pattern.pattern.startswith(RULE_STARTS) for pattern, _, _ in RULES)
+    for start in ["I", "my", "My", "call me", "Call me", "in my", "In my"]:
+        assert RULE_GATE.search(f"so {start} x"), start
+    assert profile_lines("Call me Ishmael.") == ["is named Ishmael"]
+    assert RULE_GATE.search("we met at the station") is None

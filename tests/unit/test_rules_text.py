@@ -6,7 +6,7 @@ from datetime import date
 
 import pytest
 
-from ctxpipe.providers.rules.dates import absolutize, best_date, find_dates
+from ctxpipe.providers.rules.dates import PATTERNS, absolutize, best_date, find_dates, has_date
 from ctxpipe.providers.rules.grammar import tense, to_third_person
 from ctxpipe.providers.rules.text import (
     jaccard,
@@ -45,6 +45,35 @@ def test_sentences_keep_abbreviations_and_drop_code() -> None:
 def test_date_resolution(text: str, tense_: str, iso: str, precision: str) -> None:
     d = best_date(find_dates(text, TUE, tense_))
     assert d is not None and d.iso == iso and d.precision == precision
+
+
+def test_a_sentence_without_a_date_is_not_read_pattern_by_pattern() -> None:
+    """`has_date` is every date pattern at once: it finds what any of them finds, and a
+    sentence it finds nothing in has no date mention."""
+    dated = [
+        "on 2024-02-29 it broke",
+        "due 3/4/2025",
+        "on March 2nd",
+        "the 14th of July",
+        "the day before yesterday",
+        "the day after tomorrow",
+        "last night",
+        "this morning",
+        "tomorrow",
+        "two weeks ago",
+        "in three days",
+        "this past Friday",
+        "next weekend",
+        "since May 2021",
+        "back in 2019",
+    ]
+    for text in dated:
+        assert has_date(text) and find_dates(text, TUE, "past"), text
+    assert {kind for text in dated for kind, p in PATTERNS if p.search(text)} == {
+        kind for kind, _ in PATTERNS
+    }
+    for text in ["We met at the cafe near the station.", "a", "I'm a nurse", "12 apples"]:
+        assert not has_date(text) and find_dates(text, TUE) == []
 
 
 def test_no_anchor_leaves_relative_dates_unresolved() -> None:

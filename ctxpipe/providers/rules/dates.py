@@ -94,6 +94,15 @@ PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("in_year", re.compile(r"\b(?:in|since|during|back in)\s+((?:19|20)\d{2})\b", re.I)),
 ]
 
+# all the patterns as one: a text it finds nothing in holds no date mention (one pass, not one
+# per pattern, for the many sentences that have none)
+_ANY = re.compile("|".join(f"(?:{pattern.pattern})" for _, pattern in PATTERNS), re.I)
+
+
+def has_date(text: str) -> bool:
+    """Could `text` hold a date mention (False: `find_dates` finds none)?"""
+    return _ANY.search(text) is not None
+
 
 @dataclass(frozen=True)
 class DateMention:
@@ -232,6 +241,8 @@ def _resolve(
 
 def find_dates(sentence: str, anchor: date | None, tense: str | None = None) -> list[DateMention]:
     """Non-overlapping date mentions, most specific pattern first, in text order."""
+    if not has_date(sentence):
+        return []
     taken: list[tuple[int, int]] = []
     out: list[DateMention] = []
     for kind, pattern in PATTERNS:

@@ -262,42 +262,67 @@ def _about_work(sentence: str) -> bool:
     return bool(WORK_CONTEXT.search(sentence))
 
 
-def _classify(ent: Entity, sentence: str, before: str, after: str) -> None:
+@dataclass(frozen=True)
+class Cues:
+    """What one mention's context says of its name: votes per kind, a relation ("sister"),
+    and whether any of it is a cue strong enough to keep the name."""
+
+    votes: tuple[tuple[str, float], ...]
+    relation: str
+    cue: bool
+
+
+@functools.lru_cache(maxsize=4096)
+def cues(name: str, sentence: str, before: str, after: str) -> Cues:
+    """The cues of a mention of `name` in `sentence` between `before` and `after`. Cached: a
+    name said over and over in the same words is read once."""
+    votes: list[tuple[str, float]] = []
+    relation = ""
+    cue = False
     rel = REL_BEFORE.search(before)
     if rel:
-        ent.relation = ent.relation or rel.group("rel").lower()
-        ent.vote("person", 3)
-        ent.cue = True
+        relation = rel.group("rel").lower()
+        votes.append(("person", 3))
+        cue = True
     if PERSON_AFTER.match(after):
-        ent.vote("person", 1.5)
+        votes.append(("person", 1.5))
     if PROJECT_BEFORE.search(before) or PROJECT_AFTER.match(after):
-        ent.vote("project", 3)
-        ent.cue = True
-    if ORG_SUFFIX.search(ent.name):
-        ent.vote("organisation", 3)
-        ent.cue = True
+        votes.append(("project", 3))
+        cue = True
+    if ORG_SUFFIX.search(name):
+        votes.append(("organisation", 3))
+        cue = True
     # the verb that governs the name decides first: "moved from Berlin" is a place even in a
     # sentence about work, "joined Initech" an organisation
     governed = object_kind(sentence, before)
     if governed:
-        ent.vote(governed, 3)
-        ent.cue = True
+        votes.append((governed, 3))
+        cue = True
     if ORG_BEFORE.search(before) and governed != "place":
-        ent.vote("organisation", 2 if _about_work(sentence) else 0.8)
-        ent.cue = ent.cue or _about_work(sentence)
-    if STRONG_PLACE_BEFORE.search(before) or PLACE_NAME_HEAD.search(ent.name):
-        ent.vote("place", 2.5)
-        ent.cue = True
+        votes.append(("organisation", 2 if _about_work(sentence) else 0.8))
+        cue = cue or _about_work(sentence)
+    if STRONG_PLACE_BEFORE.search(before) or PLACE_NAME_HEAD.search(name):
+        votes.append(("place", 2.5))
+        cue = True
     if PLACE_BEFORE.search(before) and governed != "organisation":
-        ent.vote("place", 0.5 if _about_work(sentence) else 1.5)
-        ent.cue = ent.cue or not _about_work(sentence)
-    if re.search(r"[a-z][A-Z]|\d|\.|^[A-Z]{2,}$", ent.name):
-        ent.vote("product", 1)
-    if ent.name.lower() in TECH or ent.name.split()[0].lower() in TECH:
-        ent.vote("product", 4)
-    near = sentence[sentence.find(ent.name) :][:80]
-    if re.search(rf"{re.escape(ent.name)}\s+(?:is|was)\s+an?\b", near) and PLACE_NOUNS.search(near):
-        ent.vote("place", 2.5)
+        votes.append(("place", 0.5 if _about_work(sentence) else 1.5))
+        cue = cue or not _about_work(sentence)
+    if re.search(r"[a-z][A-Z]|\d|\.|^[A-Z]{2,}$", name):
+        votes.append(("product", 1))
+    if name.lower() in TECH or name.split()[0].lower() in TECH:
+        votes.append(("product", 4))
+    near = sentence[sentence.find(name) :][:80]
+    if re.search(rf"{re.escape(name)}\s+(?:is|was)\s+an?\b", near) and PLACE_NOUNS.search(near):
+        votes.append(("place", 2.5))
+    return Cues(tuple(votes), relation, cue)
+
+
+def _classify(ent: Entity, sentence: str, before: str, after: str) -> None:
+    found = cues(ent.name, sentence, before, after)
+    for kind, weight in found.votes:
+        ent.vote(kind, weight)
+    ent.relation = ent.relation or found.relation
+    ent.cue = ent.cue or found.cue
 
 
 def _fold_aliases(entities: dict[str, Entity]) -> dict[str, Entity]:

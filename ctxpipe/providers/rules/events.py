@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ctxpipe.providers.rules.dates import DateMention, absolutize, best_date, find_dates
+from ctxpipe.providers.rules.dates import DateMention, absolutize, best_date, find_dates, has_date
 from ctxpipe.providers.rules.entities import extract_entities, names_in
 from ctxpipe.providers.rules.grammar import tense, to_third_person
 from ctxpipe.providers.rules.inputs import Msg, anchor_for, load_messages
@@ -70,7 +70,7 @@ def _context(msg: Msg, idx: int) -> str:
 
 def _event(msg: Msg, idx: int, sentence: str, session_time: Any) -> dict[str, Any] | None:
     s = sentence.replace("’", "'")
-    if is_question(s):
+    if not has_date(s) or is_question(s):  # an event is dated
         return None
     lead = re.match(r"^[^:]{3,60}:\s+(?=\S)", s)
     if lead and find_dates(s[lead.end() :], None):

@@ -94,6 +94,18 @@ class Fact:
     def obj(self) -> str:
         return split_predicate(self.text)[1]
 
+    def copy(self) -> Fact:
+        """A copy whose refs can grow without changing this line's."""
+        return Fact(
+            self.text,
+            list(self.refs),
+            self.evidence,
+            self.superseded,
+            self.bullet,
+            self.valid_from,
+            self.valid_to,
+        )
+
     def render(self) -> str:
         if not self.bullet:
             return self.text

@@ -15,11 +15,11 @@ bundle twice yields exactly the same abstract/overview/content as merging it onc
 
 from __future__ import annotations
 
-import dataclasses
+import bisect
 import heapq
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from ctxpipe.providers.rules.facts import (
@@ -83,117 +83,190 @@ def _describe(old: Fact, new: Fact) -> str:
     return f'{pred}: "{old_v}" → "{new_v}"'
 
 
-def _copy(f: Fact) -> Fact:
-    return dataclasses.replace(f, refs=list(f.refs))
+def _filed_under(f: Fact) -> list[str]:
+    """The keys an active bullet line is filed under for the lines that may contradict it:
+    its attribute (stated or ended), its object's words by polarity, and — for a choice — its
+    object's words and whether it is a short name (`conflicts_with`'s three ways)."""
+    keys: list[str] = []
+    predicate = f.predicate
+    group = attribute_of(predicate)
+    if group is not None:
+        keys.append(("end:" if predicate in ENDS else "set:") + group)
+    pol = polarity(predicate)
+    if pol:
+        keys.extend(f"{pol}:{t}" for t in object_tokens(f))
+    if predicate in CHOICE_PREDICATES:
+        keys.extend(f"choice:{t}" for t in object_tokens(f))
+        if _short_name(f.obj):
+            keys.append("choice:short-name")
+    return keys
+
+
+def _looked_up_under(n: Fact) -> list[str]:
+    """The keys the lines `n` may contradict are filed under: a superset of those lines, so a
+    line is compared only with its possible rivals, not with every line of the memory."""
+    keys: list[str] = []
+    predicate = n.predicate
+    group = attribute_of(predicate)
+    if group is not None:
+        keys.append("set:" + group)
+        if predicate not in ENDS:  # two facts that end an attribute never conflict
+            keys.append("end:" + group)
+    pol = polarity(predicate)
+    if pol:
+        keys.extend(f"{-pol}:{t}" for t in object_tokens(n))
+    if predicate in CHOICE_PREDICATES:
+        keys.extend(f"choice:{t}" for t in object_tokens(n))
+        if _short_name(n.obj):
+            keys.append("choice:short-name")
+    return keys
 
 
 class _FactIndex:
     """Where the lines that can match a new line are, so that a merge compares a new line only
-    with the old lines sharing a word, an attribute group or an exact text with it — not with
-    every old line (a node of a thousand lines merges in linear time, not quadratic)."""
+    with the lines sharing a word or an exact text with it, and with the active lines it may
+    contradict — not with every old line (a node of thousands of lines merges in linear time,
+    not quadratic). Active lines and closed (superseded) ones are filed apart: a merge asks
+    for one kind or the other, and lines only ever go from active to closed."""
 
     def __init__(self, facts: list[Fact]) -> None:
         self.facts = facts
-        self.by_token: dict[str, list[int]] = {}
-        self.by_obj_token: dict[str, list[int]] = {}
-        self.by_text: dict[str, list[int]] = {}
-        self.by_group: dict[str, list[int]] = {}
-        self.choices: list[int] = []
+        # active lines, in index order (a dict is an ordered set a closed line leaves)
+        self.live_words: dict[str, dict[int, None]] = {}
+        self.live_texts: dict[str, dict[int, None]] = {}
+        self.rivals: dict[str, dict[int, None]] = {}  # active bullet lines, by `_filed_under`
+        # superseded lines, in index order (lines close in any order: kept sorted)
+        self.closed_words: dict[str, list[int]] = {}
+        self.closed_texts: dict[str, list[int]] = {}
         for i, f in enumerate(facts):
             self._add(i, f)
 
     def _add(self, i: int, f: Fact) -> None:
+        if f.active:
+            for t in fact_tokens(f):
+                self.live_words.setdefault(t, {})[i] = None
+            self.live_texts.setdefault(_text_key(f), {})[i] = None
+            if f.bullet:
+                for key in _filed_under(f):
+                    self.rivals.setdefault(key, {})[i] = None
+        elif f.superseded:
+            self._add_closed(i, f)
+
+    def _add_closed(self, i: int, f: Fact) -> None:
         for t in fact_tokens(f):
-            self.by_token.setdefault(t, []).append(i)
-        pol = polarity(f.predicate)
-        if pol:  # only opposite polarities conflict by their objects' words
-            for t in object_tokens(f):
-                self.by_obj_token.setdefault(f"{pol}:{t}", []).append(i)
-        self.by_text.setdefault(f.text.strip().lower(), []).append(i)
-        group = attribute_of(f.predicate)
-        if group is not None:
-            self.by_group.setdefault(group, []).append(i)
-        if f.predicate in CHOICE_PREDICATES:
-            self.choices.append(i)
+            bisect.insort(self.closed_words.setdefault(t, []), i)
+        bisect.insort(self.closed_texts.setdefault(_text_key(f), []), i)
 
     def append(self, f: Fact) -> None:
         self.facts.append(f)
         self._add(len(self.facts) - 1, f)
 
-    def near(self, n: Fact) -> Iterator[Fact]:
-        """The lines `near_identical` could hold true for, in order, lazily (a caller that
-        wants the first match stops there)."""
-        tokens = sorted(fact_tokens(n), key=lambda t: (len(self.by_token.get(t, ())), t))
+    def close(self, i: int, by: Fact) -> None:
+        """Active line `i` is replaced by `by`: it is closed, filed with the closed lines, and
+        no longer anyone's rival."""
+        old = self.facts[i]
+        for t in fact_tokens(old):
+            self.live_words[t].pop(i, None)
+        self.live_texts[_text_key(old)].pop(i, None)
+        if old.bullet:
+            for key in _filed_under(old):
+                self.rivals[key].pop(i, None)
+        _close(old, by)
+        self._add_closed(i, old)
+
+    def near(self, n: Fact, *, closed: bool = False) -> Iterator[Fact]:
+        """The active (or the superseded) lines `near_identical` could hold true for, in
+        order, lazily (a caller that wants the first match stops there)."""
+        words: Mapping[str, Collection[int]] = self.closed_words if closed else self.live_words
+        texts: Mapping[str, Collection[int]] = self.closed_texts if closed else self.live_texts
+        tokens = sorted(fact_tokens(n), key=lambda t: (len(words.get(t, ())), t))
         # prefix filter: a line sharing >= 80% of n's words (Jaccard >= 0.8 implies it) or all
-        # of them holds at least one of n's `len - ceil(0.8 len) + 1` rarest words
+        # of them holds at least one of any `len - ceil(0.8 len) + 1` of them: the rarest
         keep = len(tokens) - math.ceil(NEAR_JACCARD * len(tokens)) + 1
-        lists = [self.by_token.get(t, []) for t in tokens[:keep]]
-        lists.append(self.by_text.get(n.text.strip().lower(), []))  # a line without words
+        lists = [words.get(t, ()) for t in tokens[:keep]]
+        lists.append(texts.get(_text_key(n), ()))  # a line without words
         last = -1
-        for i in heapq.merge(*lists):  # each list is in index order
+        for i in heapq.merge(*lists):  # each one is in index order
             if i != last:
                 last = i
                 yield self.facts[i]
 
     def conflicting(self, n: Fact) -> list[int]:
-        """Indexes of the lines `conflicts_with` could hold true for, in order."""
+        """Indexes of the active lines `conflicts_with` could hold true for, in order."""
+        if not n.bullet:  # a free-text line never conflicts
+            return []
         found: set[int] = set()
-        group = attribute_of(n.predicate)
-        if group is not None:
-            found.update(self.by_group.get(group, ()))
-        pol = polarity(n.predicate)
-        if pol:
-            for t in object_tokens(n):
-                found.update(self.by_obj_token.get(f"{-pol}:{t}", ()))
-        if n.predicate in CHOICE_PREDICATES:
-            found.update(self.choices)
+        for key in _looked_up_under(n):
+            found.update(self.rivals.get(key, ()))
         return sorted(found)
+
+
+def _text_key(f: Fact) -> str:
+    return f.text.strip().lower()
 
 
 def merge_facts(old: list[Fact], new: list[Fact]) -> tuple[list[Fact], list[str], int, int]:
     """(merged lines, conflicts, lines added, duplicates folded)."""
-    index = _FactIndex([_copy(f) for f in old])
+    index = _FactIndex([f.copy() for f in old])
     conflicts: list[str] = []
     added = folded = 0
-    incoming_texts = {f.text.lower() for f in new}
-    for incoming in _settle(new):
-        n = _copy(incoming)
+    # text → the line the last incoming line of that text went to. While that line is active it
+    # is the first active near-identical line for the same text again (lines only ever close,
+    # and new ones go last), so a repeated line costs a lookup, not a search.
+    went_to: dict[str, Fact] = {}
+    settled = _settle(new)  # copies: the caller's lines are not changed
+    # the bundle's latest word: a line it closes itself is no news against an old line
+    latest = {f.text.lower() for f in settled if f.active}
+    described: set[str] = set()
+    for n in settled:
         if not n.text:
             continue
-        if n.superseded:  # history carried by the new bundle: keep once
-            if any(r.superseded and near_identical(r, n) for r in index.near(n)):
-                continue
-            same = next((r for r in index.near(n) if r.active and near_identical(r, n)), None)
+        same_text = went_to.get(n.text) if not n.superseded else None
+        if same_text is not None and same_text.active:
+            same_text.refs.extend(r for r in n.refs if r not in same_text.refs)
+            same_text.evidence = same_text.evidence or n.evidence
+            folded += 1
+            continue
+        if n.superseded:  # history carried by the new bundle: kept once, with all its refs
+            same = next((r for r in index.near(n, closed=True) if near_identical(r, n)), None)
+            if same is None:
+                same = next((r for r in index.near(n) if near_identical(r, n)), None)
             if same is not None:
                 same.refs.extend(r for r in n.refs if r not in same.refs)
             else:
                 index.append(n)
             continue
-        dup = next((r for r in index.near(n) if r.active and near_identical(r, n)), None)
-        if dup is None:  # old news: what superseded this line arrives in the same bundle
+        dup = next((r for r in index.near(n) if near_identical(r, n)), None)
+        if dup is None:  # old news: what superseded this line is the bundle's latest word
             dup = next(
                 (
                     r
-                    for r in index.near(n)
-                    if r.superseded and _superseder(r) in incoming_texts and near_identical(r, n)
+                    for r in index.near(n, closed=True)
+                    if _superseder(r) in latest and near_identical(r, n)
                 ),
                 None,
             )
         if dup is not None:
             dup.refs.extend(r for r in n.refs if r not in dup.refs)
             dup.evidence = dup.evidence or n.evidence
+            went_to[n.text] = dup
             folded += 1
             continue
+        went_to[n.text] = n
         if n.predicate in REPLACE_KEYS:
             kept = [r for r in index.facts if r.predicate != n.predicate]
             index = _FactIndex([*kept, n])
+            went_to = {n.text: n}  # the lines dropped must not be folded into
             added += 1
             continue
         for i in index.conflicting(n):
             r = index.facts[i]
-            if r.active and conflicts_with(r, n):
-                _close(r, n)
-                conflicts.append(_describe(r, n))
+            if conflicts_with(r, n):
+                description = _describe(r, n)
+                if description not in described:  # a thousand equal lines: one conflict
+                    described.add(description)
+                    conflicts.append(description)
+                index.close(i, n)
         index.append(n)
         added += 1
     return index.facts, conflicts, added, folded
@@ -210,18 +283,46 @@ def _superseder(fact: Fact) -> str:
 
 
 def _settle(facts: list[Fact]) -> list[Fact]:
-    """Resolve contradictions inside one bundle first: the later line wins."""
-    out = [_copy(f) for f in facts]
-    index = _FactIndex(out)
+    """Resolve contradictions inside one bundle first: a line is closed by the first later
+    active line that contradicts it (the later line wins)."""
+    out = [f.copy() for f in facts]
+    filed: dict[str, list[int]] = {}  # key → the active bullet lines filed under it, in order
+    for j, g in enumerate(out):
+        if g.bullet and g.active:
+            for key in _filed_under(g):
+                filed.setdefault(key, []).append(j)
+    # what decides a line's rival is its text alone, and the later lines' state does not change
+    # here, so the rival found for a text stands for its repeats up to that rival
+    rival_of: dict[str, int | None] = {}
     for i, f in enumerate(out):
-        if not f.active:
+        if not f.active or not f.bullet:
             continue
-        for j in index.conflicting(f):  # g conflicts with f only if f could conflict with g
-            g = out[j]
-            if j > i and g.active and not near_identical(f, g) and conflicts_with(f, g):
-                _close(f, g)
-                break
+        rival = rival_of.get(f.text, -1)
+        if rival is not None and rival <= i:  # not looked for yet (-1), or behind this line
+            rival = _first_rival(out, filed, f, i)
+            rival_of[f.text] = rival
+        if rival is not None:
+            _close(f, out[rival])
     return out
+
+
+def _after(lines: list[int], i: int) -> Iterator[int]:
+    """The entries of the ordered `lines` greater than `i`, lazily."""
+    for k in range(bisect.bisect_right(lines, i), len(lines)):
+        yield lines[k]
+
+
+def _first_rival(out: list[Fact], filed: dict[str, list[int]], f: Fact, i: int) -> int | None:
+    """The first line after `i` that contradicts line `i` (`f`), or None."""
+    after = [_after(filed.get(key, []), i) for key in _looked_up_under(f)]
+    last = -1
+    for j in heapq.merge(*after):  # each list is in index order: the first rival comes first
+        if j != last:
+            last = j
+            g = out[j]
+            if not near_identical(f, g) and conflicts_with(f, g):
+                return j
+    return None
 
 
 def _label(abstract: str) -> str:

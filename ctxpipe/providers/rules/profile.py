@@ -41,7 +41,7 @@ from ctxpipe.providers.rules.text import is_hedged, is_question, normalize_space
 ADV = r"(?:(?i:now|currently|still|also|actually|mostly|mainly) )?"
 I_AM = r"\bI(?:'m| am)(?: (?i:currently|now|actually|also|still))?"
 ROLE = (
-    r"(?P<role>(?i:an?|the) [\w' /-]+?)(?=\s+(?i:at|for|with|in|on|from|of|and|but|who|"
+    r"(?P<role>(?i:an?|the) [\w' /-]{1,60}?)(?=\s+(?i:at|for|with|in|on|from|of|and|but|who|"
     r"since|because)\b|[,.;:!?)(]|$)"
 )
 ORG = rf"(?P<org>{NAME})"
@@ -288,6 +288,11 @@ RULES: list[tuple[re.Pattern[str], Builder, float]] = [
     ),
 ]
 
+# every rule starts with the user's "I" or with "my" / "call me" / "in my": a sentence
+# without one of them is not read by the rules at all (one search instead of one per rule)
+RULE_STARTS = (r"\bI", r"\b(?i:my", r"\b(?i:call me", r"\b(?i:in my")
+RULE_GATE = re.compile(r"\bI|\b(?i:my|call me)")
+
 PRIORITY = ["is named", "works as", "works at", "works for", "lives in", "is based in", "is from"]
 
 
@@ -303,7 +308,7 @@ def facts_from_message(msg: Msg) -> list[tuple[Fact, float]]:
         if is_question(s):
             continue
         found: dict[str, float] = {}
-        if not re.search(r"\b(?i:if I|when I was|used to|no longer)\b", s):
+        if RULE_GATE.search(s) and not re.search(r"\b(?i:if I|when I was|used to|no longer)\b", s):
             for pattern, build, conf in RULES:
                 for m in pattern.finditer(s):
                     text = build(m)
@@ -313,6 +318,8 @@ def facts_from_message(msg: Msg) -> list[tuple[Fact, float]]:
         for text in life_facts(s):  # home and job in any wording (it reads negation itself)
             text = normalize_space(text)
             found[text] = max(found.get(text, 0.0), 0.85)
+        if not found:
+            continue
         hedge = 0.25 if is_hedged(s) else 0.0
         for text, conf in found.items():
             low = text.lower()

@@ -71,7 +71,8 @@ def _score(msg: Msg, sentence: str, weights: dict[str, float], problems: set[str
     toks = set(content_tokens(sentence))
     if not toks or _is_chitchat(sentence):
         return 0.0
-    score = sum(weights.get(t, 0.0) for t in toks) / math.sqrt(len(toks) + 1)
+    # fsum: exact whatever the order of the set, so equal sentences tie in every process
+    score = math.fsum(weights.get(t, 0.0) for t in toks) / math.sqrt(len(toks) + 1)
     if msg.is_user:
         score *= 1.15
     if DECISION_RE.search(sentence) and not is_question(sentence):

@@ -21,6 +21,7 @@ from ctxpipe.storage.commit_ledger import (
     DRAIN_WINDOW_S,
     PHASE_ORDER,
     CommitBacklog,
+    Completion,
     LedgerRow,
     StepState,
 )
@@ -70,6 +71,10 @@ class LedgerPort(Protocol):
         with_result: bool = False,
         extracted_when: int | None = None,
     ) -> dict[str, Any]: ...
+
+    def complete_all(
+        self, commit_id: str, completions: list[Completion]
+    ) -> list[dict[str, Any]]: ...
 
     def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -243,6 +248,21 @@ class InMemoryLedger:
             result = stored if with_result else None
             self._advance(commit_id, target, status, extractors, timings, result)
         return stored
+
+    def complete_all(self, commit_id: str, completions: list[Completion]) -> list[dict[str, Any]]:
+        """`complete` for each, in order."""
+        return [
+            self.complete(
+                commit_id,
+                c.key,
+                c.payload,
+                c.phase,
+                extractors=c.extractors,
+                timings=c.timings,
+                extracted_when=c.extracted_when,
+            )
+            for c in completions
+        ]
 
     def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]:
         with self._lock:

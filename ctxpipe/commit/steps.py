@@ -45,6 +45,7 @@ from ctxpipe.core.models import ExtractionResult, SessionArchive
 from ctxpipe.core.session import check_limits
 from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
 from ctxpipe.providers.base import run_sync
+from ctxpipe.storage.commit_ledger import Completion
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -167,12 +168,8 @@ def extraction_results(outputs: dict[str, dict[str, Any]]) -> list[ExtractionRes
     return [ExtractionResult.model_validate(outputs[k]) for k in EXTRACT_KEYS]
 
 
-async def _archive(
-    c: CommitComponents, ledger: LedgerPort, commit_id: str, req: CommitRequest
-) -> dict[str, Any]:
-    outcome = await _run(ledger, commit_id, "archive", archive_phase(c, req))
-    return ledger.complete(
-        commit_id,
+def _archived(outcome: ArchiveOutcome) -> Completion:
+    return Completion(
         ARCHIVE,
         outcome.model_dump(mode="json"),
         CommitPhase.ARCHIVED,
@@ -180,20 +177,11 @@ async def _archive(
     )
 
 
-async def _extract(
-    c: CommitComponents,
-    ledger: LedgerPort,
-    commit_id: str,
-    name: str,
-    req: CommitRequest,
-    archived: SessionArchive,
-) -> dict[str, Any]:
-    result = await _run(ledger, commit_id, "extract", extract_phase(c, name, req, archived))
+def _extracted(name: str, result: ExtractionResult) -> Completion:
+    """An extractor's output; the last of the four to report moves the commit on to
+    `extracted`, in the same statement that stores its output."""
     rep = result.report
-    # the last of the extractors to report moves the commit on to `extracted`, in the same
-    # statement that stores its output
-    return ledger.complete(
-        commit_id,
+    return Completion(
         EXTRACT_PREFIX + name,
         result.model_dump(mode="json"),
         CommitPhase.ARCHIVED,
@@ -210,6 +198,37 @@ async def _extract(
     )
 
 
+def _store(ledger: LedgerPort, commit_id: str, done: Completion) -> dict[str, Any]:
+    return ledger.complete(
+        commit_id,
+        done.key,
+        done.payload,
+        done.phase,
+        extractors=done.extractors,
+        timings=done.timings,
+        extracted_when=done.extracted_when,
+    )
+
+
+async def _archive(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, req: CommitRequest
+) -> dict[str, Any]:
+    outcome = await _run(ledger, commit_id, "archive", archive_phase(c, req))
+    return _store(ledger, commit_id, _archived(outcome))
+
+
+async def _extract(
+    c: CommitComponents,
+    ledger: LedgerPort,
+    commit_id: str,
+    name: str,
+    req: CommitRequest,
+    archived: SessionArchive,
+) -> dict[str, Any]:
+    result = await _run(ledger, commit_id, "extract", extract_phase(c, name, req, archived))
+    return _store(ledger, commit_id, _extracted(name, result))
+
+
 async def _extract_missing(
     c: CommitComponents,
     ledger: LedgerPort,
@@ -217,17 +236,25 @@ async def _extract_missing(
     req: CommitRequest,
     outs: dict[str, dict[str, Any]],
     phase: str,
+    pending: list[Completion] | None = None,
 ) -> None:
     """Run, concurrently in this process, the extractors whose output is not stored yet (all
-    of them on the inline canvas; on the chord's, those with nothing to ask the LLM)."""
+    of them on the inline canvas; on the chord's, those with nothing to ask the LLM), then
+    store their outputs — and `pending`, the archive's when it ran in this step too — in one
+    transaction: one round trip and one flush to disk instead of one per output."""
     missing = [n for n in EXTRACTOR_NAMES if EXTRACT_PREFIX + n not in outs]
-    if not missing:
-        return
-    archived = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, phase)).archive
-    done = await asyncio.gather(
-        *(_extract(c, ledger, commit_id, n, req, archived) for n in missing)
-    )
-    outs.update({EXTRACT_PREFIX + n: out for n, out in zip(missing, done, strict=True)})
+    done = list(pending or [])
+    if missing:
+        archived = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, phase)).archive
+        results = await asyncio.gather(
+            *(
+                _run(ledger, commit_id, "extract", extract_phase(c, n, req, archived))
+                for n in missing
+            )
+        )
+        done += [_extracted(n, r) for n, r in zip(missing, results, strict=True)]
+    stored = ledger.complete_all(commit_id, done)
+    outs.update({d.key: out for d, out in zip(done, stored, strict=True)})
 
 
 async def _plan(
@@ -295,15 +322,20 @@ async def prepare(
 ) -> dict[str, Any]:
     """Archive, the four extractors (concurrently) and the plan in one step: the commit's
     first task where the extractors do not get tasks of their own. One ledger read for all
-    three; each phase still stores its output write-once, so a redelivery resumes after the
-    last phase stored."""
+    three. The archive's and the extractors' outputs are stored together, in one transaction,
+    and the plan's after them (each write-once): a redelivery resumes after the plan, or after
+    the extractors, or redoes the archive (which finds its files already written) and the
+    extractors."""
     keys = [PLAN, ARCHIVE, *EXTRACT_KEYS]
     req, _, outs = _state(c, ledger, commit_id, keys, delivery, phase="plan", done=PLAN)
     if PLAN in outs:
         return outs[PLAN]
-    if ARCHIVE not in outs:
-        outs[ARCHIVE] = await _archive(c, ledger, commit_id, req)
-    await _extract_missing(c, ledger, commit_id, req, outs, "extract")
+    pending: list[Completion] = []
+    if ARCHIVE not in outs:  # stored with the extractors' outputs: a rerun redoes both
+        archived = _archived(await _run(ledger, commit_id, "archive", archive_phase(c, req)))
+        outs[ARCHIVE] = archived.payload
+        pending.append(archived)
+    await _extract_missing(c, ledger, commit_id, req, outs, "extract", pending)
     return await _plan(c, ledger, commit_id, req, outs)
 
 

@@ -57,6 +57,18 @@ class StepState(NamedTuple):
     deliveries: int = 0
 
 
+class Completion(NamedTuple):
+    """One phase output to store and the progress it makes (`complete_all`); the fields are
+    `complete`'s arguments."""
+
+    key: str
+    payload: dict[str, Any]
+    phase: CommitPhase
+    extractors: dict[str, Any] | None = None
+    timings: dict[str, Any] | None = None
+    extracted_when: int | None = None
+
+
 DRAIN_WINDOW_S = 60.0
 
 
@@ -210,6 +222,39 @@ class CommitLedger:
                     },
                 )
         return stored
+
+    def complete_all(self, commit_id: str, completions: list[Completion]) -> list[dict[str, Any]]:
+        """Several `complete`s in one transaction, sent as one pipeline: one round trip and one
+        flush to disk for all of them (a commit's archive and its four extractors' outputs).
+        All are stored or none. Returns the stored outputs, in order."""
+        if not completions:
+            return []
+        params = [
+            {
+                "commit_id": commit_id,
+                "phase_key": c.key,
+                "payload": Jsonb(c.payload),
+                "phase": c.phase.value,
+                "status": None,
+                "extractors": Jsonb(c.extractors or {}),
+                "timings": Jsonb(c.timings or {}),
+                "with_result": False,
+                "extracted_when": c.extracted_when,
+                "order": PHASE_ORDER,
+            }
+            for c in completions
+        ]
+        with self._db.connection() as conn:
+            with conn.pipeline():
+                cursors = [conn.execute(self._q["ledger_complete"], p) for p in params]
+            rows = [cur.fetchone() for cur in cursors]
+            return [
+                dict(row[0])
+                if row is not None and row[0] is not None
+                # a concurrent run of this step stored its output first: that one stands
+                else self._save(conn, commit_id, c.key, c.payload)
+                for c, row in zip(completions, rows, strict=True)
+            ]
 
     def state(
         self,

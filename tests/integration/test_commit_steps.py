@@ -336,3 +336,45 @@ def test_prepare_then_finish_run_a_commit_in_two_steps(make_settings, clean_db):
     assert steps.finish_step(c, ledger, req.commit_id, steps.Delivery("finish", 0)) == result
     assert ledger.get(req.commit_id).attempts == row.attempts  # a replay writes nothing
     rt.close()
+
+
+def test_outputs_stored_together_are_stored_all_or_none(make_settings, clean_db):
+    """`complete_all` stores a step's outputs in one transaction: all of them, advancing the
+    commit as each would; an output a concurrent run stored first stands; and when one
+    cannot be stored none of them is."""
+    from ctxpipe.core.enums import CommitPhase
+    from ctxpipe.storage.commit_ledger import Completion
+
+    rt = Runtime(make_settings(redis=False))
+    ledger = CommitLedger(rt.db)
+    steps.submit(ledger, make_req("steps-all"))
+    ledger.complete("steps-all", "extract:profile", {"first": True}, CommitPhase.ARCHIVED)
+    done = [Completion("archive", {"a": 1}, CommitPhase.ARCHIVED, timings={"archive_ms": 3})]
+    done += [
+        Completion(
+            f"extract:{n}",
+            {"name": n},
+            CommitPhase.ARCHIVED,
+            extractors={n: {"status": "ok"}},
+            extracted_when=len(EXTRACTOR_NAMES),
+        )
+        for n in EXTRACTOR_NAMES
+    ]
+    stored = ledger.complete_all("steps-all", done)
+    assert stored[0] == {"a": 1}
+    assert stored[1:] == [
+        {"first": True} if n == "profile" else {"name": n} for n in EXTRACTOR_NAMES
+    ]
+    row = ledger.get("steps-all")
+    assert row.phase == "extracted" and row.timings["archive_ms"] == 3
+    assert set(row.extractors) == set(EXTRACTOR_NAMES)
+
+    steps.submit(ledger, make_req("steps-none"))
+    unstorable = Completion("extract:profile", {"tags": {"a", "b"}}, CommitPhase.ARCHIVED)
+    with pytest.raises(TypeError):  # a set is not JSON
+        ledger.complete_all(
+            "steps-none", [Completion("archive", {"a": 1}, CommitPhase.ARCHIVED), unstorable]
+        )
+    assert ledger.load_output("steps-none", "archive") is None
+    assert ledger.get("steps-none").phase == "enqueued"
+    rt.close()

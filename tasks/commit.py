@@ -21,6 +21,7 @@ from tasks.queues import (
     PLAN,
     PREPARE,
     REGISTER,
+    RUN,
     START,
     SUBMIT,
     WRITE,
@@ -117,24 +118,34 @@ def finish(self: CommitTask, commit_id: str) -> dict[str, Any]:
     return result
 
 
+@_task(RUN)
+def run(self: CommitTask, commit_id: str) -> dict[str, Any]:
+    """A whole commit (prepare, then finish) in one task: the canvas without a chord."""
+    c, ledger = self.components(), self.ledger()
+    result = steps.run_step(c, ledger, commit_id, self.delivery())
+    from tasks.index import kick_drain
+
+    kick_drain(self.settings)
+    return result
+
+
 def workflow(
     commit_id: str, start: str = "archive", extractors: Sequence[str] | None = None
 ) -> Signature:
     """The commit's canvas from phase `start`: chain(archive, chord(group(extractor tasks),
     plan), finish) where some extractors get a task of their own (`extractors`, default:
-    `canvas.extractor_tasks` without the request), else chain(prepare, finish) — or its
-    tail (finish = write + register; from `register`: the registration alone)."""
+    `canvas.extractor_tasks` without the request), else the one task `run` (prepare, then
+    finish) — or the tail (finish = write + register; from `register`: the registration
+    alone)."""
     if extractors is None:
         extractors = extractor_tasks(None, app.conf.ctxpipe_settings)
     head: list[Signature] = []
     if start in ("archive", "extract"):
-        if extractors:
-            header = group(EXTRACTORS[n].si(commit_id) for n in extractors)
-            head = [chord(header, plan.s(commit_id))]
-            if start == "archive":
-                head.insert(0, archive.si(commit_id))
-        else:
-            head = [prepare.si(commit_id)]
+        if not extractors:
+            return chain(run.si(commit_id))
+        head = [chord(group(EXTRACTORS[n].si(commit_id) for n in extractors), plan.s(commit_id))]
+        if start == "archive":
+            head.insert(0, archive.si(commit_id))
     elif start not in ("write", "register"):
         raise ValueError(f"unknown start phase {start!r}")
     last = register if start == "register" else finish

@@ -17,10 +17,11 @@ EXTRACT_TASKS = {
     "procedure": "ctxpipe.commit.extract_procedure",
 }
 PLAN = "ctxpipe.commit.plan"
-PREPARE = "ctxpipe.commit.prepare"  # archive + extractors + plan in one task (no chord)
+PREPARE = "ctxpipe.commit.prepare"  # archive + extractors + plan in one task
 WRITE = "ctxpipe.commit.write"
 REGISTER = "ctxpipe.commit.register"
 FINISH = "ctxpipe.commit.finish"  # write + register in one task: the last of a commit
+RUN = "ctxpipe.commit.run"  # prepare + finish: the whole commit in one task (no chord)
 SWEEP = "ctxpipe.maintenance.sweep_stuck_commits"
 REAP = "ctxpipe.maintenance.reap"
 

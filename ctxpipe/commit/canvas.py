@@ -4,8 +4,8 @@ A chord of one task per extractor pays for itself only where the extractors real
 parallel: each waits on a slow LLM. An extractor with nothing to ask the LLM (its categories
 filtered out, no message of the user's own) runs inside the plan step instead; a commit with
 fewer than two such extractors, a dry run, or one on the in-process rules LLM (milliseconds of
-CPU per extractor) gets no chord at all: archive, extractors (concurrently) and plan run as
-one step (`steps.prepare`).
+CPU per extractor) gets no chord at all: the whole commit — archive, extractors (concurrently),
+plan, write, register — is one task (`steps.run`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ def fast_llm(settings: Settings) -> bool:
 
 def extractor_tasks(req: CommitRequest | None, settings: Settings) -> list[str]:
     """The extractors that get a task of their own (a chord before the plan); empty: none,
-    the commit runs `prepare`. Without the request (a re-drive), every extractor counts as
-    having work."""
+    the commit runs as one task (`steps.run`). Without the request (a re-drive), every
+    extractor counts as having work."""
     mode = settings.commit.extract_fanout
     if mode == "inline" or (mode == "auto" and fast_llm(settings)):
         return []

@@ -405,6 +405,18 @@ async def finish(
     return await register(c, ledger, commit_id, reg)
 
 
+async def run(
+    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
+) -> dict[str, Any]:
+    """`prepare`, then `finish`: a whole commit in one step, where no extractor gets a task of
+    its own (one task on the workers, no hop between the plan and the write). Each step keeps
+    its delivery count ("prepare#0", "write#0", "register#0"), so a redelivery resumes after
+    the last output stored. Returns the commit's result."""
+    retry = delivery.retry if delivery is not None else None
+    await prepare(c, ledger, commit_id, None if retry is None else Delivery("prepare", retry))
+    return await finish(c, ledger, commit_id, None if retry is None else Delivery("finish", retry))
+
+
 def blocking(step: Callable[P, Awaitable[T]]) -> Callable[P, T]:
     """The blocking twin of a step, for a Celery task: it runs the step on a fresh loop."""
 
@@ -422,6 +434,7 @@ prepare_step = blocking(prepare)
 write_step = blocking(write)
 register_step = blocking(register)
 finish_step = blocking(finish)
+run_step = blocking(run)
 
 
 def resume_point(phase: str) -> str | None:

@@ -136,6 +136,7 @@ def test_redelivering_any_phase_by_hand_changes_nothing(stack_settings, tmp_path
             "register",
             "prepare",
             "finish",
+            "run",
         ]
         for name in names:
             call_task(stack_settings, f"ctxpipe.commit.{name}", ["cel-again"])

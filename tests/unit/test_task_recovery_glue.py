@@ -45,6 +45,7 @@ def test_postgres_down_when_a_task_reads_its_state_and_counts_its_delivery_is_tr
         ("ctxpipe.commit.plan", [[{"x": 1}, None], "c-3"], "c-3"),  # chord body
         ("ctxpipe.commit.prepare", ["c-5"], "c-5"),
         ("ctxpipe.commit.finish", ["c-6"], "c-6"),
+        ("ctxpipe.commit.run", ["c-7"], "c-7"),
         ("ctxpipe.commit.start", ["c-4", "extract"], "c-4"),
         ("ctxpipe.commit.submit", [{"session_id": "s"}], None),  # not in the ledger yet
         ("ctxpipe.index.drain", [], None),
@@ -56,7 +57,7 @@ def test_commit_of_a_task_message(name: str, args: list[Any], expected: str | No
 
 
 def test_the_canvas_of_a_commit() -> None:
-    """A chord only where some extractors get a task of their own; else prepare + finish."""
+    """A chord only where some extractors get a task of their own; else one task, `run`."""
     from tasks.commit import workflow
 
     def shape(sig: Any) -> str:
@@ -66,8 +67,8 @@ def test_the_canvas_of_a_commit() -> None:
             return ", ".join(shape(t) for t in getattr(sig, "tasks", sig))
         return str(sig.task).rsplit(".", 1)[-1]
 
-    assert shape(workflow("c", extractors=[])) == "prepare, finish"
-    assert shape(workflow("c", "extract", extractors=[])) == "prepare, finish"
+    assert shape(workflow("c", extractors=[])) == "run"
+    assert shape(workflow("c", "extract", extractors=[])) == "run"
     two = ["profile", "procedure"]
     assert shape(workflow("c", extractors=two)) == (
         "archive, chord(extract_profile, extract_procedure) -> plan, finish"

@@ -278,6 +278,27 @@ def test_prepare_runs_archive_extractors_and_plan_as_one_step(
     assert steps.prepare_step(b, one, req.commit_id) == planned  # redelivered: replayed
 
 
+def test_run_is_a_whole_commit_and_a_redelivery_resumes_where_it_stopped(
+    make_components: MakeComponents,
+) -> None:
+    """The one task of a commit without a chord: the same result as prepare then finish; a
+    redelivery after a crash past the plan writes and registers only, and one after the end
+    changes nothing."""
+    c = make_components()
+    ledger = InMemoryLedger()
+    req = request(SESSION_1, commit_id="mem-run")
+    steps.submit(ledger, req)
+    steps.prepare_step(c, ledger, req.commit_id, steps.Delivery("prepare", 0))  # then it died
+    result = steps.run_step(c, ledger, req.commit_id, steps.Delivery("run", 0))
+    row = ledger.get(req.commit_id)
+    assert row is not None and row.phase == "registered" and row.result == result
+    assert result["stats"]["nodes_created"] >= 1
+    assert row.attempts == {"prepare#0": 1, "write#0": 1, "register#0": 1}
+    files = snapshot(c.settings.fs_root)
+    assert steps.run_step(c, ledger, req.commit_id, steps.Delivery("run", 0)) == result
+    assert snapshot(c.settings.fs_root) == files
+
+
 def test_finish_writes_then_registers_and_a_redelivery_only_registers(
     make_components: MakeComponents,
 ) -> None:

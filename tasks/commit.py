@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from celery import Task, chain, chord, group
@@ -97,36 +97,31 @@ def write(self: CommitTask, commit_id: str) -> dict[str, Any]:
     return steps.write_step(self.components(), self.ledger(), commit_id, self.delivery())
 
 
-@_task(REGISTER)
-def register(self: CommitTask, commit_id: str) -> dict[str, Any]:
-    c, ledger = self.components(), self.ledger()
-    result = steps.register_step(c, ledger, commit_id, self.delivery())
-    from tasks.index import kick_drain  # index the commit's nodes now, not at the next beat
+def _last_step(self: CommitTask, step: Callable[..., dict[str, Any]], commit_id: str) -> Any:
+    """A step that ends a commit, then the indexing of its nodes, now rather than at the next
+    beat."""
+    result = step(self.components(), self.ledger(), commit_id, self.delivery())
+    from tasks.index import kick_drain
 
     kick_drain(self.settings)
     return result
+
+
+@_task(REGISTER)
+def register(self: CommitTask, commit_id: str) -> dict[str, Any]:
+    return _last_step(self, steps.register_step, commit_id)
 
 
 @_task(FINISH)
 def finish(self: CommitTask, commit_id: str) -> dict[str, Any]:
     """Write, then register: the last task of a commit's canvas."""
-    c, ledger = self.components(), self.ledger()
-    result = steps.finish_step(c, ledger, commit_id, self.delivery())
-    from tasks.index import kick_drain
-
-    kick_drain(self.settings)
-    return result
+    return _last_step(self, steps.finish_step, commit_id)
 
 
 @_task(RUN)
 def run(self: CommitTask, commit_id: str) -> dict[str, Any]:
     """A whole commit (prepare, then finish) in one task: the canvas without a chord."""
-    c, ledger = self.components(), self.ledger()
-    result = steps.run_step(c, ledger, commit_id, self.delivery())
-    from tasks.index import kick_drain
-
-    kick_drain(self.settings)
-    return result
+    return _last_step(self, steps.run_step, commit_id)
 
 
 def workflow(

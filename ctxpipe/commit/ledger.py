@@ -91,6 +91,19 @@ class LedgerPort(Protocol):
     ) -> StepState | None: ...
 
 
+def store(ledger: LedgerPort, commit_id: str, done: Completion) -> dict[str, Any]:
+    """`ledger.complete` of one `Completion` (one statement); returns the stored output."""
+    return ledger.complete(
+        commit_id,
+        done.key,
+        done.payload,
+        done.phase,
+        extractors=done.extractors,
+        timings=done.timings,
+        extracted_when=done.extracted_when,
+    )
+
+
 _FINISHED = (CommitPhase.REGISTERED.value, CommitPhase.FAILED.value)
 
 
@@ -251,18 +264,7 @@ class InMemoryLedger:
 
     def complete_all(self, commit_id: str, completions: list[Completion]) -> list[dict[str, Any]]:
         """`complete` for each, in order."""
-        return [
-            self.complete(
-                commit_id,
-                c.key,
-                c.payload,
-                c.phase,
-                extractors=c.extractors,
-                timings=c.timings,
-                extracted_when=c.extracted_when,
-            )
-            for c in completions
-        ]
+        return [store(self, commit_id, c) for c in completions]
 
     def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]:
         with self._lock:

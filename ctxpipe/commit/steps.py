@@ -29,7 +29,7 @@ from ctxpipe.commit.failures import (
     is_transient,
     transient_as_retry,
 )
-from ctxpipe.commit.ledger import LedgerPort
+from ctxpipe.commit.ledger import LedgerPort, store
 from ctxpipe.commit.payloads import ArchiveOutcome, CommitRequest, PlanOutcome, WriteOutcome
 from ctxpipe.commit.phases import (
     archive_phase,
@@ -198,23 +198,11 @@ def _extracted(name: str, result: ExtractionResult) -> Completion:
     )
 
 
-def _store(ledger: LedgerPort, commit_id: str, done: Completion) -> dict[str, Any]:
-    return ledger.complete(
-        commit_id,
-        done.key,
-        done.payload,
-        done.phase,
-        extractors=done.extractors,
-        timings=done.timings,
-        extracted_when=done.extracted_when,
-    )
-
-
 async def _archive(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, req: CommitRequest
 ) -> dict[str, Any]:
     outcome = await _run(ledger, commit_id, "archive", archive_phase(c, req))
-    return _store(ledger, commit_id, _archived(outcome))
+    return store(ledger, commit_id, _archived(outcome))
 
 
 async def _extract(
@@ -226,7 +214,7 @@ async def _extract(
     archived: SessionArchive,
 ) -> dict[str, Any]:
     result = await _run(ledger, commit_id, "extract", extract_phase(c, name, req, archived))
-    return _store(ledger, commit_id, _extracted(name, result))
+    return store(ledger, commit_id, _extracted(name, result))
 
 
 async def _extract_missing(

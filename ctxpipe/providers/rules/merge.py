@@ -87,37 +87,29 @@ def _filed_under(f: Fact) -> list[str]:
     """The keys an active bullet line is filed under for the lines that may contradict it:
     its attribute (stated or ended), its object's words by polarity, and — for a choice — its
     object's words and whether it is a short name (`conflicts_with`'s three ways)."""
-    keys: list[str] = []
     predicate = f.predicate
     group = attribute_of(predicate)
-    if group is not None:
-        keys.append(("end:" if predicate in ENDS else "set:") + group)
-    pol = polarity(predicate)
-    if pol:
-        keys.extend(f"{pol}:{t}" for t in object_tokens(f))
-    if predicate in CHOICE_PREDICATES:
-        keys.extend(f"choice:{t}" for t in object_tokens(f))
-        if _short_name(f.obj):
-            keys.append("choice:short-name")
-    return keys
+    keys = [] if group is None else [("end:" if predicate in ENDS else "set:") + group]
+    return keys + _object_keys(f, polarity(predicate))
 
 
 def _looked_up_under(n: Fact) -> list[str]:
     """The keys the lines `n` may contradict are filed under: a superset of those lines, so a
     line is compared only with its possible rivals, not with every line of the memory."""
-    keys: list[str] = []
     predicate = n.predicate
     group = attribute_of(predicate)
-    if group is not None:
-        keys.append("set:" + group)
-        if predicate not in ENDS:  # two facts that end an attribute never conflict
-            keys.append("end:" + group)
-    pol = polarity(predicate)
-    if pol:
-        keys.extend(f"{-pol}:{t}" for t in object_tokens(n))
-    if predicate in CHOICE_PREDICATES:
-        keys.extend(f"choice:{t}" for t in object_tokens(n))
-        if _short_name(n.obj):
+    keys = [] if group is None else ["set:" + group]
+    if group is not None and predicate not in ENDS:  # two facts ending one never conflict
+        keys.append("end:" + group)
+    return keys + _object_keys(n, -polarity(predicate))
+
+
+def _object_keys(f: Fact, pol: int) -> list[str]:
+    """`f`'s object words under polarity `pol` (0: none), and as a choice where it is one."""
+    keys = [f"{pol}:{t}" for t in object_tokens(f)] if pol else []
+    if f.predicate in CHOICE_PREDICATES:
+        keys.extend(f"choice:{t}" for t in object_tokens(f))
+        if _short_name(f.obj):
             keys.append("choice:short-name")
     return keys
 

@@ -89,7 +89,7 @@ def split_annotation(line: str) -> tuple[str, Validity]:
         return head, _NONE
     m = _TAIL_RE.search(line)
     if m is None or not any(m.groupdict().values()):
-        return line.rstrip(), Validity()
+        return head, _NONE
     v = Validity(
         valid_from=m.group("valid_from") or "",
         valid_to=m.group("valid_to") or "",

@@ -69,6 +69,24 @@ class Completion(NamedTuple):
     extracted_when: int | None = None
 
 
+def _complete_params(
+    commit_id: str, done: Completion, *, status: str | None = None, with_result: bool = False
+) -> dict[str, Any]:
+    """The parameters of `ledger_complete` for one output."""
+    return {
+        "commit_id": commit_id,
+        "phase_key": done.key,
+        "payload": Jsonb(done.payload),
+        "phase": done.phase.value,
+        "status": status,
+        "extractors": Jsonb(done.extractors or {}),
+        "timings": Jsonb(done.timings or {}),
+        "with_result": with_result,
+        "extracted_when": done.extracted_when,
+        "order": PHASE_ORDER,
+    }
+
+
 DRAIN_WINDOW_S = 60.0
 
 
@@ -191,18 +209,8 @@ class CommitLedger:
         """One statement (one round trip, one transaction): store a phase output (the first
         writer wins) and advance the phase. `extracted_when`: with an extractor's report, move
         on to `extracted` once that many extractors have reported. Returns the stored output."""
-        params = {
-            "commit_id": commit_id,
-            "phase_key": key,
-            "payload": Jsonb(payload),
-            "phase": phase.value,
-            "status": status,
-            "extractors": Jsonb(extractors or {}),
-            "timings": Jsonb(timings or {}),
-            "with_result": with_result,
-            "extracted_when": extracted_when,
-            "order": PHASE_ORDER,
-        }
+        done = Completion(key, payload, phase, extractors, timings, extracted_when)
+        params = _complete_params(commit_id, done, status=status, with_result=with_result)
         with self._db.autocommit() as conn:
             row = conn.execute(self._q["ledger_complete"], params).fetchone()
         if row is not None and row[0] is not None:
@@ -229,21 +237,7 @@ class CommitLedger:
         All are stored or none. Returns the stored outputs, in order."""
         if not completions:
             return []
-        params = [
-            {
-                "commit_id": commit_id,
-                "phase_key": c.key,
-                "payload": Jsonb(c.payload),
-                "phase": c.phase.value,
-                "status": None,
-                "extractors": Jsonb(c.extractors or {}),
-                "timings": Jsonb(c.timings or {}),
-                "with_result": False,
-                "extracted_when": c.extracted_when,
-                "order": PHASE_ORDER,
-            }
-            for c in completions
-        ]
+        params = [_complete_params(commit_id, c) for c in completions]
         with self._db.connection() as conn:
             with conn.pipeline():
                 cursors = [conn.execute(self._q["ledger_complete"], p) for p in params]

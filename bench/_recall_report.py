@@ -36,7 +36,8 @@ def print_table(
         row = {c: tally.mean(system, c, conversations=convs) for c in COLUMNS}
         row["per_category"] = {
             CATEGORIES[c]: {
-                k: tally.mean(system, k, c, convs) for k in ("any@10", "aic@500", "loose@10")
+                k: tally.mean(system, k, c, convs)
+                for k in ("any@10", "loose@10", *(f"aic@{b}" for b in BUDGETS))
             }
             for c in cats
         }
@@ -57,8 +58,45 @@ def print_table(
             for c in cats
         ]
         print(f"{system:26}" + "".join(f"{x:>24}" for x in cells))
+    print(f"\n{'per category, aic@200/500/1000':32}" + "".join(
+        f"{CATEGORIES[c]:>20}" for c in cats))  # fmt: skip
+    for system, row in out.items():
+        cells = [
+            "/".join(fmt(row["per_category"][CATEGORIES[c]][f"aic@{b}"]).strip()
+                     for b in BUDGETS)
+            for c in cats
+        ]  # fmt: skip
+        print(f"{system:32}" + "".join(f"{x:>20}" for x in cells))
     goals(out)
+    context_goals(out)
     return out
+
+
+def context_goals(out: dict[str, Any]) -> None:
+    """build_context against the better of find and the best raw-turn baseline, at equal
+    tokens: overall at 500 and 1,000 (+0.05), and no category below the best baseline."""
+    ctx, find = out.get("build_context"), out.get("ctxpipe find")
+    base = {b: out[b] for b in BASELINES if b in out}
+    if not ctx or not find or not base:
+        return
+    for budget in BUDGETS:
+        key = f"aic@{budget}"
+        best_base = max(r[key] for r in base.values())
+        bar = max(find[key], best_base)
+        met = ctx[key] >= bar + 0.05
+        print(
+            f"goal build_context {key} >= max(find {find[key]:.3f}, best baseline "
+            f"{best_base:.3f}) + 0.05: {ctx[key]:.3f} -> {'met' if met else 'NOT met'}"
+        )
+    below = [
+        f"{cat} @{b}"
+        for cat in CATEGORIES.values()
+        for b in BUDGETS
+        if ctx["per_category"][cat][f"aic@{b}"]
+        < max(r["per_category"][cat][f"aic@{b}"] for r in base.values())
+    ]
+    print("build_context categories below the best baseline (aic): " + (
+        ", ".join(below) if below else "none"))  # fmt: skip
 
 
 def goals(out: dict[str, Any]) -> None:

@@ -70,7 +70,7 @@ from ctxpipe.storage.netutil import free_port  # noqa: E402
 
 SYSTEMS = ("ctxpipe find", "ctxpipe search", "build_context", *BASELINES)
 FIND_K_FOR_BUDGET = 40  # hits asked of find to fill the largest answer-in-context budget
-CONTEXT_BUDGET = [1000]  # set from --budget
+CONTEXT_MS: list[float] = []  # build_context's own total time per build
 SCHEMA = "locomo_bench"
 FIND_MS: list[float] = []  # wall time of every ctxpipe find call
 FIND_MS_QUERY_TIME: list[float] = []  # the same questions, unit vectors encoded at query time
@@ -106,8 +106,10 @@ def hit_items(hits: Sequence[FindHit]) -> list[Item]:
 
 # ------------------------------------------------------------------ ingest
 def commit_conversation(
-    coord: CommitCoordinator, worker: IndexWorker, sample: dict[str, Any]
+    coord: CommitCoordinator | None, worker: IndexWorker | None, sample: dict[str, Any]
 ) -> tuple[RequestContext, list[str], list[Turn]]:
+    """Commit every session of `sample` (unless `coord` is None: a kept state is read as it
+    is) and return the reader's context, the session ids and the dated turns."""
     conv = sample["conversation"]
     turns = [
         Turn(t["dia_id"], t["speaker"], date, _locomo.turn_text(t))
@@ -118,8 +120,9 @@ def commit_conversation(
     for raw in _locomo.session_inputs(sample):
         session = SessionInput.model_validate(raw)
         session_ids.append(session.session_id)
-        coord.commit_sync(CommitRequest.from_session(session, commit_id=raw["commit_id"]))
-        worker.drain(max_seconds=600)
+        if coord is not None and worker is not None:
+            coord.commit_sync(CommitRequest.from_session(session, commit_id=raw["commit_id"]))
+            worker.drain(max_seconds=600)
     first = _locomo.session_inputs(sample)[0]
     ctx = RequestContext(
         account_id=first["account_id"],
@@ -139,7 +142,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="the first N conversations are the tuning set; the rest are reported "
                          "separately as held out (default 3)")  # fmt: skip
     ap.add_argument("--database-url", default=None, help="use this server (else an embedded one)")
-    ap.add_argument("--budget", type=int, default=1000, help="build_context budget (tokens)")
+    ap.add_argument("--state", type=Path, default=None, metavar="DIR",
+                    help="keep the database and FS in DIR; a later run with the same DIR "
+                         "(same conversations or fewer) skips ingest: read side only")  # fmt: skip
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     ap.add_argument("--no-search", action="store_true", help="skip ctxpipe search (faster)")
     ap.add_argument("--query-time-units", action="store_true",
@@ -158,12 +163,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.limit_conversations:
         data = data[: args.limit_conversations]
     held_out = set(range(args.tuned, len(data)))
-    CONTEXT_BUDGET[0] = args.budget
     for spec in args.variant:
         VARIANTS[f"find {spec}"] = parse_variant(spec)
     for spec in args.search_variant:
         SEARCH_VARIANTS[f"search {spec}"] = parse_variant(spec, HierarchicalConfig)
-    tmp = Path(tempfile.mkdtemp(prefix="ctxpipe-locomo-"))
+    tmp = args.state or Path(tempfile.mkdtemp(prefix="ctxpipe-locomo-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    marker = tmp / "ingested.json"
+    wanted = [s["sample_id"] for s in data]
+    reuse = args.state is not None and marker.exists()
+    reuse = reuse and set(wanted) <= set(json.loads(marker.read_text()))
     pg_dir = tmp / "pg"
     url = args.database_url
     started = time.perf_counter()
@@ -175,7 +184,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = Settings(
             fs_root=tmp / "fs", var_dir=tmp / "var", database_url=url, db_schema=SCHEMA
         )
-        _reset_schema(url)
+        if not reuse:
+            marker.unlink(missing_ok=True)
+            shutil.rmtree(tmp / "fs", ignore_errors=True)
+            _reset_schema(url)
         migrate(url, schema=SCHEMA, embedding_dim=settings.embedding_dim)
         rt = Runtime(settings)
         coord = CommitCoordinator(rt.components())
@@ -185,7 +197,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         t_ingest = t_query = 0.0
         for index, sample in enumerate(data):
             t0 = time.perf_counter()
-            ctx, sessions, turns = commit_conversation(coord, worker, sample)
+            ctx, sessions, turns = commit_conversation(
+                None if reuse else coord, None if reuse else worker, sample
+            )
             t_ingest += time.perf_counter() - t0
             t1 = time.perf_counter()
             evaluate(sample, index, ctx, sessions, turns, read, rt.embedder.encode, tally, args)
@@ -195,22 +209,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"(ingest {t_ingest:.0f}s, queries {t_query:.0f}s so far)",
                 flush=True,
             )
+        if args.state is not None and not reuse:
+            marker.write_text(json.dumps(wanted), encoding="utf-8")
         meta = {
             "conversations": len(data),
             "held_out": sorted(i + 1 for i in held_out),
-            "budget": args.budget,
+            "ingest_reused": reuse,
             "ingest_s": round(t_ingest, 1),
             "query_s": round(t_query, 1),
             "find_p50_ms": round(float(np.percentile(FIND_MS, 50)), 1) if FIND_MS else None,
             "find_p95_ms": round(float(np.percentile(FIND_MS, 95)), 1) if FIND_MS else None,
             "bare_p50_ms": round(float(np.percentile(BARE_MS, 50)), 1) if BARE_MS else None,
             "bare_p95_ms": round(float(np.percentile(BARE_MS, 95)), 1) if BARE_MS else None,
+            "context_p50_ms": _pct(CONTEXT_MS, 50),
+            "context_p95_ms": _pct(CONTEXT_MS, 95),
             "total_s": round(time.perf_counter() - started, 1),
         }
         out = report(tally, meta, held_out, (*SYSTEMS, *VARIANTS, *SEARCH_VARIANTS))
         print(
             f"\nctxpipe find latency (question embedding included): "
             f"p50 {meta['find_p50_ms']} ms, p95 {meta['find_p95_ms']} ms"
+        )
+        print(
+            f"build_context latency (retrieval included, 3 budgets per question): "
+            f"p50 {meta['context_p50_ms']} ms, p95 {meta['context_p95_ms']} ms"
         )
         if BARE_MS:
             print(
@@ -238,8 +260,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if args.database_url is None and pg_dir.exists():
             stop_postgres(pg_dir)
-        shutil.rmtree(tmp, ignore_errors=True)
+        if args.state is None:
+            shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def _pct(values: Sequence[float], q: int) -> float | None:
+    return round(float(np.percentile(values, q)), 1) if values else None
 
 
 def _reset_schema(url: str) -> None:
@@ -305,12 +332,12 @@ def evaluate(
                 question, filters, ctx=ctx, agent_id=ctx.agent_id, record=False
             )
             answers[system] = hit_items(res.hits)
-        built = read.builder.build(
-            ContextRequest(query=question, budget=args.budget, incremental=False), ctx, filters
+        tally.add(
+            "build_context",
+            cat,
+            index,
+            context_row(read, question, ctx, filters, evidence, contents, answer),
         )
-        cited = frozenset(r.split(":", 1)[1] if ":" in r else r for r in built.cited_refs)
-        row = context_row(built, cited, evidence, contents, answer)
-        tally.add("build_context", cat, index, row)
         for system, items in answers.items():
             row = score_items(items, evidence, contents, answer, count)
             tally.add(system, cat, index, row, items)
@@ -392,22 +419,31 @@ def _time_query_time_units(read: ReadPath, question: str, filters: FindFilters) 
 
 
 def context_row(
-    built: Any,
-    cited: frozenset[str],
+    read: ReadPath,
+    question: str,
+    ctx: RequestContext,
+    filters: FindFilters,
     evidence: set[str],
     turns: dict[str, TurnContent],
     answer: object,
 ) -> dict[str, float]:
-    """build_context judged as one text at its own budget: grounded evidence and the answer."""
+    """build_context judged as what an agent is given: one text built at each budget, the
+    answer in it (aic@B), and grounded evidence of the largest one."""
+    row: dict[str, float] = {}
+    for budget in BUDGETS:
+        req = ContextRequest(query=question, budget=budget, incremental=False)
+        built = read.builder.build(req, ctx, filters)
+        CONTEXT_MS.append(built.timings_ms.get("total", 0.0))
+        row[f"aic@{budget}"] = float(contains_answer(built.text, answer))
+    cited = frozenset(r.split(":", 1)[1] if ":" in r else r for r in built.cited_refs)
     grounded = grounded_turns(built.text, cited, turns) & evidence
-    row = {
+    row |= {
         "loose@10": float(bool(cited & evidence)),
         "any@10": float(bool(grounded)),
         "all@10": float(evidence <= grounded),
         "tokens@10": float(built.total_tokens),
         "turns@10": float(len(cited)),
     }
-    row[f"aic@{CONTEXT_BUDGET[0]}"] = float(contains_answer(built.text, answer))
     return row
 
 

@@ -91,6 +91,13 @@ class ContextConfig(BaseModel):
     max_turns: int = Field(10, ge=0)
     memory_top_k: int = Field(12, ge=0)
     retrieval_top_k: int = Field(12, ge=0)
+    tokens_per_hit: int = Field(
+        25,
+        ge=1,
+        description="hits asked of find per typed query: budget / this (at least the "
+        "top_k above, at most max_hits)",
+    )
+    max_hits: int = Field(60, ge=1)
     snapshots_per_process: int = Field(256, ge=1)
 
 

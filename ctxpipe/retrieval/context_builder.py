@@ -41,8 +41,10 @@ from ctxpipe.retrieval.context_sources import (
     conversation_candidates,
     hit_candidates,
     preference_candidates,
+    superseded,
 )
 from ctxpipe.retrieval.find import HybridFinder
+from ctxpipe.retrieval.hierarchical import hit_key
 from ctxpipe.retrieval.incremental import (
     ContextSnapshot,
     Delta,
@@ -225,12 +227,31 @@ class ContextBuilder:
         typed = [TypedQuery(query=req.query, priority=1)] if req.query.strip() else []
         if self.intent is not None:
             typed = self.intent.analyze_sync(req.query, req.messages, ctx).queries
+        k = self._evidence_k(req)
+        asked = " ".join(req.query.lower().split())
+        first: list[FindHit] = []
+        if asked:  # the query as asked leads: its ranking is the strongest evidence we have
+            first = self.finder.find(req.query, filters, k, record=False).hits
         per_query: list[list[FindHit]] = []
-        k = max(self.config.memory_top_k, self.config.retrieval_top_k)
         for tq in typed:
+            if " ".join(tq.query.lower().split()) == asked:
+                continue
             scoped = scope_filters(filters, tq, ctx.agent_id)
             per_query.append(self.finder.find(tq.query, scoped, k, record=False).hits)
-        return merge_by_rank(per_query, 2 * k), [t.query for t in typed]
+        if not per_query:
+            return first, [t.query for t in typed]
+        # then what the typed queries add (rewrites with the conversation, per-type scopes)
+        have = {hit_key(h) for h in first}
+        more = [h for h in merge_by_rank(per_query, 2 * k) if hit_key(h) not in have]
+        return first + more, [t.query for t in typed]
+
+    def _evidence_k(self, req: ContextRequest) -> int:
+        """Hits asked of each typed query: enough to fill the budget with short views (a
+        larger budget needs more evidence, not longer views of the same)."""
+        total = req.budget or self.config.default_budget
+        per_budget = total // max(1, self.config.tokens_per_hit)
+        k = max(self.config.memory_top_k, self.config.retrieval_top_k, per_budget)
+        return min(k, max(self.config.max_hits, self.config.memory_top_k))
 
     def _candidates(
         self,
@@ -263,23 +284,32 @@ class ContextBuilder:
                 )
             except Exception as exc:  # noqa: BLE001 - preferences are optional context
                 log.warning("user preferences unavailable: %s", exc)
-        taken = {c.uri for c in cands if c.uri}
-        memory = [h for h in hits if h.context_type == "memory" and h.uri not in taken]
+        # a profile or preference memory shown above may still be evidence: the line that
+        # matched the query is kept (the novelty rule leaves out what the context holds)
+        memory = [h for h in hits if h.context_type == "memory"]
         other = [h for h in hits if h.context_type != "memory"]
-        cands += hit_candidates(
-            memory[: self.config.memory_top_k],
+        k = self._evidence_k(req)
+        evidence = hit_candidates(
+            memory[: max(k, self.config.memory_top_k)],
             "long_term",
             int(ContextPriority.EPISODIC),
             self.fs,
             as_of=as_of,
         )
-        cands += hit_candidates(
-            other[: self.config.retrieval_top_k],
+        evidence += hit_candidates(
+            other[: max(k, self.config.retrieval_top_k)],
             "retrieval",
             int(ContextPriority.RETRIEVAL),
             self.fs,
             as_of=as_of,
         )
+        rank = {hit_key(h): i for i, h in enumerate(hits)}
+        closed = {hit_key(h) for h in hits if superseded(h, as_of)}
+        for c in evidence:  # one ranking for both: the retrieval's
+            c.order = rank.get(c.key, len(rank) + c.order)
+            if c.key in closed:  # a value that no longer holds: after every current one
+                c.order += 2 * len(rank) + len(evidence)
+        cands += evidence
         for c in conv:
             c.section = "short_term"
         return cands + conv

@@ -1,13 +1,23 @@
-"""Placing candidates in a token budget (seed 003): per-section fill by priority, a common
-pool for what sections leave unused, progressive expansion L0 → L1 → L2, and assembly of the
-final text — counted with the real tokenizer and never over budget."""
+"""Placing candidates in a token budget: per-section fill, a common pool for what sections
+leave unused, progressive expansion L0 → L1 → L2, and assembly of the final text — counted
+with the real tokenizer and never over budget.
+
+What an agent needs most is the evidence for its query, so the two evidence sections (memory
+lines and retrieved turns) are filled as one: they share their budget, ranked by the retrieval
+rank alone (a memory line is not preferred to the turn that answers just because it is a
+memory), breadth first — every hit's short view before any hit is opened to L1/L2 — and each
+takes the pool before the query-independent profile lines do. A unit whose content words are
+already in the context (a memory line restating a turn placed above it, the same archive line
+reached by two hits) is left out: repeated words cost tokens and hold nothing new.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ctxpipe.retrieval.budget import TokenBudget
+from ctxpipe.core.text import containment, token_set
+from ctxpipe.retrieval.budget import ContextPriority, TokenBudget
 from ctxpipe.retrieval.context_models import SECTION_ORDER, TITLES, ContextItem, ContextSection
 from ctxpipe.retrieval.context_sources import Candidate, cited, render
 from ctxpipe.retrieval.incremental import sha
@@ -24,21 +34,68 @@ class Placement:
     truncated: bool = False
 
 
+EVIDENCE = ("long_term", "retrieval")  # filled as one, by retrieval rank
+# a unit this much of whose content words the context already holds adds nothing
+REDUNDANT = 1.0
+MIN_CUT_TOKENS = 8  # a line cut shorter than this (its speaker aside) is left out
+
+
 def rank_candidates(cands: Sequence[Candidate]) -> list[Candidate]:
-    """Candidates in seed 003 priority order (priority, then score, then given order)."""
-    return sorted(cands, key=lambda c: (-c.priority, -c.score, c.order))
+    """Candidates in priority order (priority, then score, then given order); evidence (one
+    priority, above profile lines and below the query and the recent turns) by its retrieval
+    rank alone. The pool takes what the sections leave in this order too."""
+    return sorted(
+        cands,
+        key=lambda c: (
+            -(c.priority if c.section not in EVIDENCE else int(ContextPriority.RETRIEVAL)),
+            -c.score if c.section not in EVIDENCE else 0.0,
+            c.order,
+        ),
+    )
+
+
+def _words(u: Unit) -> set[str]:
+    return token_set(u.body)
 
 
 class Placer:
-    def __init__(self, counter: TokenCounter) -> None:
+    def __init__(self, counter: TokenCounter, redundant: float = REDUNDANT) -> None:
         self.counter = counter
+        self.redundant = redundant
+
+    def novel(self, units: Sequence[Unit], seen: set[str]) -> list[Unit]:
+        """The units that add content words to `seen` (each judged after the ones before it)."""
+        out: list[Unit] = []
+        have = set(seen)
+        for u in units:
+            words = _words(u)
+            if words and containment(words, have) >= self.redundant:
+                continue
+            out.append(u)
+            have |= words
+        return out
+
+    @staticmethod
+    def seen(placed: dict[str, Placement], but: str = "") -> set[str]:
+        """Content words of every placed unit (of every candidate but `but`)."""
+        out: set[str] = set()
+        for key, p in placed.items():
+            if key != but:
+                for u in p.units:
+                    out |= _words(u)
+        return out
 
     def header(self, section: str) -> int:
         return self.counter.count(TITLES[section])
 
-    def fit(self, cand: Candidate, view: int, room: int) -> Placement | None:
-        """The candidate's view in at most `room` tokens (cut at line boundaries)."""
+    def fit(
+        self, cand: Candidate, view: int, room: int, seen: set[str] | None = None
+    ) -> Placement | None:
+        """The candidate's view in at most `room` tokens (cut at line boundaries); with `seen`,
+        an evidence view keeps only its units that add to those content words."""
         units = cand.view(view)
+        if units and seen is not None and cand.section in EVIDENCE:
+            units = self.novel(units, seen)
         if not units or room <= 0:
             return None
         n = self.counter.count(render(units))
@@ -52,7 +109,8 @@ class Placer:
                 continue
             left = room - (self.counter.count(render(kept)) if kept else 0)
             cut = self.counter.truncate(u.text, left)
-            if cut and len(cut) >= 8:
+            # a cut that keeps a few words of a line (or only its speaker) holds nothing
+            if cut and self.counter.count(cut[len(u.prefix) :]) >= MIN_CUT_TOKENS:
                 kept.append(Unit(cut, list(u.refs)))
             break
         if not kept:
@@ -62,31 +120,39 @@ class Placer:
     def fill(self, cands: list[Candidate], budget: TokenBudget) -> dict[str, Placement]:
         placed: dict[str, Placement] = {}
         opened: set[str] = set()
+        seen: set[str] = set()
         used = 0
+        groups: list[tuple[str, ...]] = []
         for section in SECTION_ORDER:
-            room = budget.section(section)
-            mine = rank_candidates([c for c in cands if c.section == section])
-            if not mine or room <= self.header(section):
-                continue
-            room -= self.header(section)
-            for c in mine:
-                p = self.fit(c, 0, room)
+            if section in EVIDENCE:
+                if EVIDENCE not in groups:
+                    groups.append(EVIDENCE)
+            else:
+                groups.append((section,))
+        for group in groups:
+            share = sum(budget.section(s) for s in group)
+            room = share
+            for c in rank_candidates([c for c in cands if c.section in group]):
+                head = 0 if c.section in opened else self.header(c.section)
+                p = self.fit(c, 0, room - head, seen)
                 if p is None or (p.truncated and p.tokens < 12):
                     continue
                 placed[c.key] = p
-                room -= p.tokens
-                opened.add(section)
-            if section in opened:
-                used += budget.section(section) - room
+                room -= p.tokens + head
+                opened.add(c.section)
+                seen |= {w for u in p.units for w in _words(u)}
+            if any(s in opened for s in group):
+                used += share - room
         pool = budget.total - used
         for c in rank_candidates([c for c in cands if c.key not in placed]):
             cost_header = 0 if c.section in opened else self.header(c.section)
-            p = self.fit(c, 0, pool - cost_header)
+            p = self.fit(c, 0, pool - cost_header, seen)
             if p is None or p.truncated:
                 continue
             placed[c.key] = p
             pool -= p.tokens + cost_header
             opened.add(c.section)
+            seen |= {w for u in p.units for w in _words(u)}
         return placed
 
     def used(self, placed: dict[str, Placement]) -> int:
@@ -107,7 +173,7 @@ class Placer:
                 cur = placed[c.key]
                 if cur.view != view - 1 or cur.truncated:
                     continue
-                nxt = self.fit(c, view, cur.tokens + pool)
+                nxt = self.fit(c, view, cur.tokens + pool, self.seen(placed, but=c.key))
                 if nxt is None or nxt.tokens <= cur.tokens:
                     continue
                 if len(cited(nxt.units)) < len(cited(cur.units)) and nxt.truncated:
@@ -125,7 +191,10 @@ class Placer:
                 if name == "short_term":
                     mine.sort(key=lambda p: p.cand.order)
                 else:
-                    mine.sort(key=lambda p: (-p.cand.priority, -p.cand.score, p.cand.order))
+                    ranked = {
+                        c.key: i for i, c in enumerate(rank_candidates([p.cand for p in mine]))
+                    }
+                    mine.sort(key=lambda p: ranked[p.cand.key])
                 items = [
                     ContextItem(
                         key=p.cand.key,

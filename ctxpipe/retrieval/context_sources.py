@@ -14,13 +14,19 @@ wrote such a memory, its L0 line (what holds now) gives way to the lines that he
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
 
 from ctxpipe.core.errors import CtxError
 from ctxpipe.core.session import Message
-from ctxpipe.core.validity import TEMPORAL_CATEGORIES, as_of_view, line_holds, synthesis_holds
+from ctxpipe.core.validity import (
+    TEMPORAL_CATEGORIES,
+    as_of_view,
+    line_holds,
+    synthesis_holds,
+)
 from ctxpipe.fs import ContextFS
 from ctxpipe.retrieval.budget import ContextPriority
 from ctxpipe.retrieval.hierarchical import hit_key
@@ -202,10 +208,35 @@ def hit_candidates(
                 score=h.score,
                 order=start + i,
                 uri=h.uri,
-                views=[[Unit(text, list(h.source_refs))]],
+                views=[_hit_units(h, text)],
                 loader=loader,
             )
         )
+    return out
+
+
+def superseded(h: FindHit, as_of: date | None = None) -> bool:
+    """A profile or preference line that no longer holds (now, or on `as_of`): it is shown
+    with its dates, after the values that hold."""
+    if h.category not in TEMPORAL_CATEGORIES:
+        return False
+    return any(not line_holds(ln, as_of) for ln in (h.text or h.abstract).splitlines() if ln)
+
+
+_SPEAKER_RE = re.compile(r"^[^:\n]{1,80}?: ")  # "Ann (8 May 2023): " heads a turn's line
+
+
+def _hit_units(h: FindHit, text: str) -> View:
+    """The lines find returned for a hit; a turn's line keeps its speaker header as a prefix
+    (a line cut to fit is judged by the words after it)."""
+    refs = list(h.source_refs)
+    if h.context_type != "session":
+        return [Unit(text, refs)]
+    out: View = []
+    for ln in (ln.strip() for ln in text.splitlines()):
+        if ln:
+            m = _SPEAKER_RE.match(ln)
+            out.append(Unit(ln, refs, prefix=m.group(0) if m else ""))
     return out
 
 
@@ -261,5 +292,6 @@ __all__ = [
     "hit_candidates",
     "preference_candidates",
     "render",
+    "superseded",
     "valid_units",
 ]

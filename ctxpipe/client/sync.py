@@ -8,13 +8,12 @@ from typing import Any
 
 import httpx
 
-from ctxpipe.api.keys import ApiKey
-from ctxpipe.api.schemas import CommitStatus
 from ctxpipe.client import _calls as calls
 from ctxpipe.client._base import CommitFailedError, CtxApiError, Defaults, headers, raise_for
+from ctxpipe.client.models import ApiKey, CommitStatus
+from ctxpipe.client.results import ContextResult, FindResult, SearchResult
 from ctxpipe.core.models import CommitOptions, NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message
-from ctxpipe.retrieval import ContextResult, FindResult, SearchResult
 
 Msgs = list[Message] | list[dict[str, Any]]
 

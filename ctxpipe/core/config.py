@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ctxpipe.core.session import LimitsConfig
+
 
 class ArchiveConfig(BaseModel):
     max_recent_messages: int = Field(50, ge=1)
@@ -50,16 +52,6 @@ class CommitConfig(BaseModel):
     # back-pressure: commits accepted but not finished (the ledger's durable record) at which
     # a submit of a new commit is refused with a retry-after (0 = no cap)
     max_pending: int = Field(10000, ge=0)
-
-
-class LimitsConfig(BaseModel):
-    """Size limits of a committed session, enforced where the input enters (a larger input is
-    refused with one clear error before anything is recorded or written)."""
-
-    max_message_chars: int = Field(100_000, ge=1)
-    max_messages: int = Field(2_000, ge=1)
-    max_session_chars: int = Field(2_000_000, ge=1)
-    max_used_items: int = Field(1_000, ge=0)
 
 
 class ForgettingConfig(BaseModel):

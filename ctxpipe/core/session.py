@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ctxpipe.core.config import LimitsConfig
 from ctxpipe.core.errors import CtxError
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
@@ -177,6 +176,17 @@ def message_vars(messages: list[Message]) -> list[dict[str, Any]]:
         }
         for m in messages
     ]
+
+
+class LimitsConfig(BaseModel):
+    """Size limits of a committed session (`Settings.limits`, `CTXPIPE_LIMITS__*`), enforced
+    where the input enters (a larger input is refused with one clear error before anything is
+    recorded or written)."""
+
+    max_message_chars: int = Field(100_000, ge=1)
+    max_messages: int = Field(2_000, ge=1)
+    max_session_chars: int = Field(2_000_000, ge=1)
+    max_used_items: int = Field(1_000, ge=0)
 
 
 class InputLimitError(CtxError, ValueError):

@@ -23,6 +23,7 @@ from enum import IntEnum
 
 from pydantic import BaseModel, Field, model_validator
 
+from ctxpipe.client.results import TokenBudget
 from ctxpipe.retrieval.config import ContextConfig
 from ctxpipe.retrieval.tokens import TokenCounter
 
@@ -108,26 +109,6 @@ class ProfileRegistry:
         if key in self._profiles:
             return self._profiles[key], True
         return self._profiles["default"], False
-
-
-class TokenBudget(BaseModel):
-    total: int
-    system_prompt: int = 0
-    user_prefs: int = 0
-    short_term: int = 0
-    long_term: int = 0
-    retrieval: int = 0
-    profile: str = "default"
-    long_conversation: bool = False
-
-    @property
-    def allocated(self) -> int:
-        return (
-            self.system_prompt + self.user_prefs + self.short_term + self.long_term + self.retrieval
-        )
-
-    def section(self, name: str) -> int:
-        return int(getattr(self, name))
 
 
 SECTIONS = ("system_prompt", "user_prefs", "short_term", "long_term", "retrieval")

@@ -4,16 +4,19 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Reinstall only when pyproject.toml changed (or the venv is new).
+# Reinstall only when pyproject.toml or the constraints changed (or the venv is new).
 STAMP := $(VENV)/.ctxpipe-installed
+# torch==2.13.0 (the CPU build) and any other pin of this environment: the library's metadata
+# leaves torch unpinned, an unpinned install would fetch a multi-GB CUDA build.
+PIP_INSTALL = $(BIN)/python -m pip install -c constraints.txt
 
 .PHONY: test unit lint install clean demo chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -e '.[test]'
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP_INSTALL) -e '.[test]'
 	touch $@
 
 install: $(STAMP)

@@ -1,0 +1,55 @@
+"""The client stands alone: importing it (sync, async, the LangGraph store) or the MCP server
+loads no server package, so an agent machine installs httpx and pydantic only."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import ctxpipe
+
+SERVER_PACKAGES = ("fastapi", "psycopg", "redis", "celery", "torch", "sentence_transformers")
+# what the client side may load of ctxpipe: itself and the shared models (pydantic only)
+CLIENT_SIDE = ("ctxpipe.client", "ctxpipe.mcp_server")
+SHARED = {
+    "ctxpipe",
+    "ctxpipe.core",
+    *(f"ctxpipe.core.{m}" for m in ("enums", "errors", "models", "session")),
+}
+
+
+def modules_after(code: str) -> set[str]:
+    """`sys.modules` of a fresh interpreter after `code`, with this checkout's ctxpipe."""
+    root = str(Path(ctxpipe.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    return set(json.loads(out.stdout.splitlines()[-1]))
+
+
+def loaded(modules: set[str], package: str) -> bool:
+    return any(m == package or m.startswith(package + ".") for m in modules)
+
+
+def test_the_client_loads_no_server_package() -> None:
+    mods = modules_after(
+        "import ctxpipe.client, ctxpipe.client.langgraph_store, ctxpipe.mcp_server\n"
+        "from ctxpipe.client import AsyncCtxClient, CtxClient"
+    )
+    assert {"ctxpipe.client.sync", "ctxpipe.client.async_", "httpx", "pydantic"} <= mods
+    assert "ctxpipe.mcp_server.server" in mods and "ctxpipe.client.langgraph_store" in mods
+    assert [p for p in SERVER_PACKAGES if loaded(mods, p)] == []
+    ours = {m for m in mods if m == "ctxpipe" or m.startswith("ctxpipe.")}
+    assert sorted(m for m in ours if m not in SHARED and not m.startswith(CLIENT_SIDE)) == []
+
+
+def test_the_probe_sees_a_server_import() -> None:
+    """The same probe does see the server packages when the API is imported."""
+    mods = modules_after("import ctxpipe.api.app")
+    assert loaded(mods, "fastapi") and loaded(mods, "psycopg") and loaded(mods, "redis")

@@ -34,9 +34,10 @@ unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
 # The main job on the embedded default: start the local stack (PostgreSQL + pgvector, Redis,
-# Celery workers, beat, Flower), commit every examples/*.json through Celery, show the memory
-# tree and the outbox, then start the HTTP API and commit + find one session through the Python
-# client. The stack keeps running: `$(BIN)/ctxpipe dev down` stops it (the API: var/api.pid).
+# Celery workers, beat, Flower, the HTTP API), commit every examples/*.json through Celery, show
+# the memory tree and the outbox, then commit + find one session through the Python client on
+# the API. The stack keeps running: `$(BIN)/ctxpipe dev down` stops all of it; `make demo` again
+# finds it running (or starts it anew) and passes again.
 demo: export HF_HUB_OFFLINE := 1
 demo: export TRANSFORMERS_OFFLINE := 1
 demo: $(STAMP)

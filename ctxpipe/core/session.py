@@ -183,10 +183,16 @@ class LimitsConfig(BaseModel):
     where the input enters (a larger input is refused with one clear error before anything is
     recorded or written)."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     max_message_chars: int = Field(100_000, ge=1)
+    """characters of one message; a larger message refuses the commit"""
     max_messages: int = Field(2_000, ge=1)
+    """messages per commit; commit a longer session in parts"""
     max_session_chars: int = Field(2_000_000, ge=1)
+    """characters of all messages of one commit"""
     max_used_items: int = Field(1_000, ge=0)
+    """entries of `used_contexts`, and of `used_tools`, per commit"""
 
 
 class InputLimitError(CtxError, ValueError):

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import ctxpipe
 
 SERVER_PACKAGES = ("fastapi", "psycopg", "redis", "celery", "torch", "sentence_transformers")
@@ -39,7 +41,7 @@ def loaded(modules: set[str], package: str) -> bool:
 
 def test_the_client_loads_no_server_package() -> None:
     mods = modules_after(
-        "import ctxpipe.client, ctxpipe.client.langgraph_store, ctxpipe.mcp_server\n"
+        "import ctxpipe.client, ctxpipe.client.langgraph_store, ctxpipe.mcp_server.__main__\n"
         "from ctxpipe.client import AsyncCtxClient, CtxClient"
     )
     assert {"ctxpipe.client.sync", "ctxpipe.client.async_", "httpx", "pydantic"} <= mods
@@ -53,3 +55,18 @@ def test_the_probe_sees_a_server_import() -> None:
     """The same probe does see the server packages when the API is imported."""
     mods = modules_after("import ctxpipe.api.app")
     assert loaded(mods, "fastapi") and loaded(mods, "psycopg") and loaded(mods, "redis")
+
+
+def test_the_mcp_server_runs_without_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m ctxpipe.mcp_server` takes the API and the key from the environment."""
+    from ctxpipe.mcp_server.__main__ import parse
+
+    monkeypatch.setenv("CTXPIPE_API_URL", "http://api.example:8080")
+    monkeypatch.setenv("CTXPIPE_API_KEY", "ctx_0123456789abcdef_secret")
+    args = parse([])
+    assert (args.transport, args.api_url, args.api_key) == (
+        "stdio",
+        "http://api.example:8080",
+        "ctx_0123456789abcdef_secret",
+    )
+    assert parse(["--transport", "http", "--port", "9000"]).port == 9000

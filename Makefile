@@ -10,7 +10,7 @@ STAMP := $(VENV)/.ctxpipe-installed
 # leaves torch unpinned, an unpinned install would fetch a multi-GB CUDA build.
 PIP_INSTALL = $(BIN)/python -m pip install -c constraints.txt
 
-.PHONY: test unit lint install clean demo chaos
+.PHONY: test unit lint install clean demo chaos docs wheel-smoke
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,10 +55,19 @@ chaos: export TRANSFORMERS_OFFLINE := 1
 chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py --sessions 200
 
+# The docs site (mkdocs-material + mkdocstrings); the configuration and HTTP API pages are
+# generated from Settings and the OpenAPI document (docs/hooks/reference.py). Output: site/.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+
+# The wheel as a user installs it, from a directory with no source tree (.ci/wheel-smoke.sh).
+wheel-smoke:
+	bash .ci/wheel-smoke.sh
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 clean:
-	rm -rf .pytest_cache .ruff_cache
+	rm -rf .pytest_cache .ruff_cache site

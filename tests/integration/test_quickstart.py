@@ -1,19 +1,22 @@
-"""The Python blocks of docs/quickstart.md run as written, in order, against a real API server
-(uvicorn in a thread over real PostgreSQL and Redis); between the commit and the find the index
-is brought up to date, the embed workers' job on a deployed stack."""
+"""The Python blocks of docs/quickstart.md and of the README run as written against a real API
+server (uvicorn in a thread over real PostgreSQL and Redis); the index is brought up to date
+in between (docs) or by a thread that plays the embed workers while the block polls (README)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from api_world import ApiWorld, api_world, served
 
-QUICKSTART = Path(__file__).resolve().parents[2] / "docs" / "quickstart.md"
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = ROOT / "docs" / "quickstart.md"
+README = ROOT / "README.md"
 
 
 def python_blocks(text: str) -> list[str]:
@@ -49,3 +52,28 @@ def test_the_quickstart_blocks_run(
         exec(compile(find_block, "quickstart-find", "exec"), scope)
     printed = out.getvalue()
     assert "ctx://acme/users/alice/" in printed and "Lisbon" in printed, printed
+
+
+def test_the_readme_block_runs(
+    world: tuple[ApiWorld, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w, url = world
+    [block] = python_blocks(README.read_text(encoding="utf-8"))
+    monkeypatch.setenv("CTXPIPE_API_URL", url)
+    monkeypatch.setenv("CTXPIPE_API_KEY", w.key("acme", "read,commit", user="bea"))
+    done = threading.Event()
+
+    def embed_worker() -> None:  # what the embed workers do on a deployed stack
+        while not done.wait(0.5):
+            w.reindex()
+
+    worker = threading.Thread(target=embed_worker, daemon=True)
+    worker.start()
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(block, "readme", "exec"), {"__name__": "readme"})
+    finally:
+        done.set()
+        worker.join(timeout=60)
+    assert "ctx://acme/users/bea/" in out.getvalue() and "Lisbon" in out.getvalue(), out.getvalue()

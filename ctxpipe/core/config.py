@@ -85,7 +85,8 @@ class CommitConfig(BaseModel):
 
 
 class ForgettingConfig(BaseModel):
-    """Seed 002 F9-F11. Every policy is off by default: nothing is forgotten."""
+    """Forgetting policies: TTL, capacity, minimum value. Every policy is off by default:
+    nothing is forgotten."""
 
     model_config = ConfigDict(use_attribute_docstrings=True)
 

@@ -53,7 +53,7 @@ def _check_id(value: str, what: str) -> str:
 
 
 class RequestContext(BaseModel):
-    """Request-scoped context carried through the whole write path (seed 004 §3.1)."""
+    """Request-scoped context carried through the whole write path."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -1,4 +1,4 @@
-"""Placing candidates in a token budget (seed 003): per-section fill by priority, a common
+"""Placing candidates in a token budget: per-section fill by priority, a common
 pool for what sections leave unused, progressive expansion L0 → L1 → L2, and assembly of the
 final text — counted with the real tokenizer and never over budget."""
 
@@ -25,7 +25,7 @@ class Placement:
 
 
 def rank_candidates(cands: Sequence[Candidate]) -> list[Candidate]:
-    """Candidates in seed 003 priority order (priority, then score, then given order)."""
+    """Candidates in priority order (priority, then score, then given order)."""
     return sorted(cands, key=lambda c: (-c.priority, -c.score, c.order))
 
 

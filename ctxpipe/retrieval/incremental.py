@@ -1,4 +1,4 @@
-"""Incremental context builds (seed 003 DeltaBuilder).
+"""Incremental context builds (DeltaBuilder).
 
 A build leaves a snapshot of its session: the hash of every section, the message ids of the
 conversation, the query, budget and profile, and the assembled sections. The next build of the

@@ -82,6 +82,18 @@ assert any("airflow" in (h["uri"] + h["text"]).lower() for h in hits), hits[:3]
 print(f"find: {len(hits)} hit(s), best {hits[0]['uri']}")
 PY
 
+# the Celery app and its beat schedule come with the wheel (`celery -A tasks.app ...`)
+"$SERVER/bin/python" - <<'PY'
+from tasks.app import app
+
+app.loader.import_default_modules()
+tasks = {name for name in app.tasks if name.startswith("ctxpipe.")}
+scheduled = {entry["task"] for entry in app.conf.beat_schedule.values()}
+assert scheduled <= tasks, scheduled - tasks
+assert {"ctxpipe.index.drain", "ctxpipe.maintenance.reap"} <= scheduled
+print(f"celery app: {len(tasks)} tasks, {len(scheduled)} scheduled by beat")
+PY
+
 # --- 2. the client-only install, at the lowest httpx and pydantic the metadata allows
 python3 -m venv "$CLIENT"
 printf 'httpx==0.27.0\npydantic==2.7.0\n' > "$WORK/lowest.txt"

@@ -10,6 +10,7 @@ no `_resources`: there the top-level directories next to the `ctxpipe` package a
 from __future__ import annotations
 
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Literal
 
@@ -22,7 +23,11 @@ class ResourceNotFoundError(FileNotFoundError):
 
 def resource_dir(name: ResourceName) -> Path:
     """The directory `name` (`sql` or `prompts`) of the installed package or source checkout."""
-    package = resources.files("ctxpipe")
+    return locate(resources.files("ctxpipe"), name)
+
+
+def locate(package: Traversable, name: ResourceName) -> Path:
+    """`name` as shipped inside `package` (the ctxpipe package's directory), else beside it."""
     shipped = package.joinpath("_resources", name)
     if shipped.is_dir():
         # installed from a wheel: a directory of site-packages (wheels install unpacked)
@@ -36,4 +41,4 @@ def resource_dir(name: ResourceName) -> Path:
     )
 
 
-__all__ = ["ResourceName", "ResourceNotFoundError", "resource_dir"]
+__all__ = ["ResourceName", "ResourceNotFoundError", "locate", "resource_dir"]

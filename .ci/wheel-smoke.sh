@@ -117,6 +117,11 @@ with CtxClient("http://127.0.0.1:9", "ctx_key") as client:
     assert client.defaults.user_id is None
 print("client-only install: ok")
 PY
+if "$CLIENT/bin/ctxpipe" --help > client-cli.out 2>&1; then
+  echo "the server command ran on a client-only install" >&2
+  exit 1
+fi
+grep -q "needs the server install" client-cli.out && [[ "$(wc -l < client-cli.out)" -eq 1 ]]
 
 "$CLIENT/bin/python" -m pip list --format=freeze | grep -iE '^(httpx|pydantic)=='
 echo "client-only install: $(($(size "$CLIENT") - EMPTY_MB)) MB," \

@@ -70,3 +70,24 @@ def test_the_mcp_server_runs_without_the_cli(monkeypatch: pytest.MonkeyPatch) ->
         "ctx_0123456789abcdef_secret",
     )
     assert parse(["--transport", "http", "--port", "9000"]).port == 9000
+
+
+def test_the_command_on_a_client_install_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the server packages `ctxpipe` names the install to make, no traceback."""
+    import builtins
+
+    from ctxpipe.__main__ import main
+
+    real_import = builtins.__import__
+
+    def no_typer(name: str, *args: object, **kwargs: object) -> object:
+        if name == "typer" or name.startswith("typer."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    for mod in [m for m in sys.modules if m == "ctxpipe.cli" or m.startswith("ctxpipe.cli.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setattr(builtins, "__import__", no_typer)
+    with pytest.raises(SystemExit) as stop:
+        main()
+    assert "pip install 'ctxpipe[server]'" in str(stop.value) and "typer" in str(stop.value)

@@ -60,3 +60,26 @@ def test_the_http_api_page_covers_the_openapi_document() -> None:
     for name in doc["components"]["schemas"]:
         assert f"### `{name}` {{#{name.lower()}}}" in page
     assert "[`FindResult`](#findresult)" in page
+
+
+def test_the_concepts_page_states_each_memory_category_as_the_code_does() -> None:
+    from ctxpipe.commit.policy_router import CATEGORY_POLICY_MAP
+    from ctxpipe.core.enums import AGENT_CATEGORIES, USER_CATEGORIES, MemoryCategory
+    from ctxpipe.core.validity import TEMPORAL_CATEGORIES
+
+    page = (HOOK.parents[1] / "concepts.md").read_text(encoding="utf-8")
+    rows = {
+        cells[0].strip("`"): cells
+        for line in page.splitlines()
+        if line.startswith("| `")
+        and (cells := [c.strip() for c in line.strip().strip("|").split("|")])
+        and len(cells) == 5
+    }
+    assert set(rows) == {c.value for c in MemoryCategory}
+    for category in MemoryCategory:
+        _, owner, node, policy, dated = rows[category.value]
+        assert owner == ("user" if category in USER_CATEGORIES else "agent")
+        assert category in USER_CATEGORIES | AGENT_CATEGORIES
+        assert f"/memories/{category.value}" in node
+        assert policy.startswith(f"`{CATEGORY_POLICY_MAP[category]}`")
+        assert dated == ("yes" if category.value in TEMPORAL_CATEGORIES else "no")

@@ -57,6 +57,8 @@ chaos: $(STAMP)
 
 # The docs site (mkdocs-material + mkdocstrings); the configuration and HTTP API pages are
 # generated from Settings and the OpenAPI document (docs/hooks/reference.py). Output: site/.
+docs: export NO_MKDOCS_2_WARNING := 1
+docs: export HF_HUB_OFFLINE := 1
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict
 

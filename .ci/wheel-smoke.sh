@@ -5,8 +5,7 @@
 #      process, index it, and `ctxpipe find` it;
 #   2. install the bare wheel (the client: httpx + pydantic at their lowest allowed releases)
 #      into a second virtualenv and use the client's models.
-# Prints the size and import time of both installs (the README quotes them). --no-compile:
-# no .pyc written at install (a quicker install and clean-up; the first import writes them).
+# Prints the size and import time of both installs (the README quotes them).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="$(mktemp -d)"
@@ -39,7 +38,7 @@ import_ms() {  # median of 5 fresh interpreters
 # --- 1. the server install
 python3 -m venv "$SERVER"
 EMPTY_MB="$(size "$SERVER")"  # a bare virtualenv (pip itself): not counted below
-"$SERVER/bin/pip" install --quiet --no-compile -c "$ROOT/constraints.txt" "$WHEEL[server]"
+"$SERVER/bin/pip" install --quiet -c "$ROOT/constraints.txt" "$WHEEL[server]"
 "$SERVER/bin/python" - "$ROOT" <<'PY'
 import sys
 from pathlib import Path
@@ -98,7 +97,7 @@ PY
 # --- 2. the client-only install, at the lowest httpx and pydantic the metadata allows
 python3 -m venv "$CLIENT"
 printf 'httpx==0.27.0\npydantic==2.7.0\n' > "$WORK/lowest.txt"
-"$CLIENT/bin/pip" install --quiet --no-compile -c "$WORK/lowest.txt" "$WHEEL"
+"$CLIENT/bin/pip" install --quiet -c "$WORK/lowest.txt" "$WHEEL"
 "$CLIENT/bin/python" - <<'PY'
 import importlib.util
 import sys

@@ -1,5 +1,5 @@
 # ctxpipe worker/CLI image: every role of docker-compose.yml runs from it (ops/run-*.sh).
-# The default torch wheel comes from PyPI; for a CPU-only image point pip at the PyTorch CPU
+# torch is pinned by constraints.txt (2.13.0); for a CPU-only image point pip at the PyTorch CPU
 # index (--extra-index-url) where it is reachable. For GPU workers use a CUDA-enabled torch.
 FROM python:3.11-slim
 
@@ -18,8 +18,8 @@ RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin ctxpipe \
 
 WORKDIR /app
 COPY . .
-# Editable install: sql/, prompts/ and the ops/ launchers stay next to the sources in /app.
-RUN pip install -e . && chmod 0755 ops/*.sh
+# A regular install: the wheel carries sql/ and prompts/; /app keeps the ops/ launchers.
+RUN pip install -c constraints.txt '.[server]' && chmod 0755 ops/*.sh
 
 USER ctxpipe
 CMD ["ctxpipe", "--help"]

@@ -4,16 +4,19 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Reinstall only when pyproject.toml changed (or the venv is new).
+# Reinstall only when pyproject.toml or the constraints changed (or the venv is new).
 STAMP := $(VENV)/.ctxpipe-installed
+# torch==2.13.0 (the CPU build) and any other pin of this environment: the library's metadata
+# leaves torch unpinned, an unpinned install would fetch a multi-GB CUDA build.
+PIP_INSTALL = $(BIN)/python -m pip install -c constraints.txt
 
-.PHONY: test unit lint install clean demo chaos
+.PHONY: test unit lint install clean demo chaos docs wheel-smoke
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -e '.[test]'
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP_INSTALL) -e '.[test]'
 	touch $@
 
 install: $(STAMP)
@@ -31,9 +34,10 @@ unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
 # The main job on the embedded default: start the local stack (PostgreSQL + pgvector, Redis,
-# Celery workers, beat, Flower), commit every examples/*.json through Celery, show the memory
-# tree and the outbox, then start the HTTP API and commit + find one session through the Python
-# client. The stack keeps running: `$(BIN)/ctxpipe dev down` stops it (the API: var/api.pid).
+# Celery workers, beat, Flower, the HTTP API), commit every examples/*.json through Celery, show
+# the memory tree and the outbox, then commit + find one session through the Python client on
+# the API. The stack keeps running: `$(BIN)/ctxpipe dev down` stops all of it; `make demo` again
+# finds it running (or starts it anew) and passes again.
 demo: export HF_HUB_OFFLINE := 1
 demo: export TRANSFORMERS_OFFLINE := 1
 demo: $(STAMP)
@@ -51,10 +55,21 @@ chaos: export TRANSFORMERS_OFFLINE := 1
 chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py --sessions 200
 
+# The docs site (mkdocs-material + mkdocstrings); the configuration and HTTP API pages are
+# generated from Settings and the OpenAPI document (docs/hooks/reference.py). Output: site/.
+docs: export NO_MKDOCS_2_WARNING := 1
+docs: export HF_HUB_OFFLINE := 1
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+
+# The wheel as a user installs it, from a directory with no source tree (.ci/wheel-smoke.sh).
+wheel-smoke:
+	bash .ci/wheel-smoke.sh
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 clean:
-	rm -rf .pytest_cache .ruff_cache
+	rm -rf .pytest_cache .ruff_cache site

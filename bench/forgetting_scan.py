@@ -1,4 +1,4 @@
-"""How long the forgetting scan takes over many memory nodes (seed 002 F9-F11).
+"""How long the forgetting scan takes over many memory nodes (TTL, capacity and value policies).
 
     .venv/bin/python bench/forgetting_scan.py [--nodes 100000] [--owners 100]
 

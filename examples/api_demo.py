@@ -1,16 +1,12 @@
-"""`make demo`, last step: start the HTTP API on the dev stack (if it is not up yet), make a key
-for alice, and commit + find one session through the Python client.
-
-The API keeps running (pid in $CTXPIPE_VAR_DIR/api.pid, log in api.log): stop it with
-`kill $(cat var/api.pid)`.
+"""`make demo`, last step: on the HTTP API of the dev stack (`ctxpipe dev up` starts it, `ctxpipe
+dev down` stops it), make a key for alice, and commit + find one session through the Python
+client.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
 import sys
 import time
 
@@ -22,38 +18,20 @@ from ctxpipe.core.config import Settings
 from ctxpipe.storage.db import Database
 
 
-def ensure_api(cfg: Settings) -> str:
+def api_url(cfg: Settings) -> str:
+    """The dev stack's API, ready; one line and exit status 1 when it is not running."""
     url = f"http://127.0.0.1:{cfg.api_port}"
     try:
-        if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+        if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
             return url
     except httpx.HTTPError:
         pass
-    cfg.var_dir.mkdir(parents=True, exist_ok=True)
-    log = open(cfg.var_dir / "api.log", "ab")  # noqa: SIM115 - the server keeps it
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ctxpipe", "serve", "--port", str(cfg.api_port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    (cfg.var_dir / "api.pid").write_text(f"{proc.pid}\n")
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return url
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            break
-        time.sleep(0.3)
-    sys.exit(f"the API did not start; see {cfg.var_dir / 'api.log'}")
+    sys.exit(f"the API is not ready at {url}: `ctxpipe dev up` starts it (`ctxpipe dev status`)")
 
 
 def main() -> None:
     cfg = Settings()
-    url = ensure_api(cfg)
+    url = api_url(cfg)
     db = Database.from_settings(cfg)
     try:
         key = KeyStore(db, schema=cfg.db_schema).create(
@@ -96,7 +74,7 @@ def main() -> None:
         print(f"find {query!r}:")
         for hit in hits:
             print(f"  {hit.score:.3f}  {hit.uri}  {hit.source_refs}\n         {hit.text[:100]}")
-    print(f"stop the API with: kill $(cat {os.path.relpath(cfg.var_dir)}/api.pid)")
+    print("stop the stack, the API included, with: ctxpipe dev down")
 
 
 if __name__ == "__main__":

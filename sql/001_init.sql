@@ -1,4 +1,4 @@
--- 001_init: the index replica of the ContextFS (seed 004 §4, PostgreSQL + pgvector edition).
+-- 001_init: the index replica of the ContextFS (PostgreSQL + pgvector).
 -- Placeholders (validated by ctxpipe.storage.migrations): {{schema}}, {{embedding_dim}}.
 -- The replica is rebuildable from the FS at any time; outbox_events drives the sync.
 

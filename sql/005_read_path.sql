@@ -1,7 +1,7 @@
 -- 005_read_path: state of the read path (ctxpipe.retrieval).
 -- Placeholders: {{schema}}.
 
--- One row per (account, node) ever returned by find/search/build_context (seed 002 F12):
+-- One row per (account, node) ever returned by find/search/build_context:
 -- how often, how well (sum of similarity scores) and when it was last recalled. Retention
 -- ranks memories by value = ln(1+count)*w_r + avg_score*w_s + recency*w_t.
 -- Not tied to context_nodes: the replica can be rebuilt without losing the statistics.
@@ -18,7 +18,7 @@ CREATE TABLE {{schema}}.recall_stats (
 
 CREATE INDEX idx_recall_stats_last ON {{schema}}.recall_stats (account_id, last_recalled_at);
 
--- The last context built for a session (seed 003 ContextSnapshot), so the next build of the
+-- The last context built for a session (its ContextSnapshot), so the next build of the
 -- same session can be incremental, also from another process.
 CREATE TABLE {{schema}}.context_snapshots (
     account_id   varchar(64)   NOT NULL,

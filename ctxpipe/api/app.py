@@ -49,12 +49,7 @@ def create_app(
             if close_service:
                 service.close()
 
-    app = FastAPI(
-        title="ctxpipe",
-        version="1",
-        description=DESCRIPTION,
-        lifespan=lifespan,
-    )
+    app = routes_app(lifespan)
     runtime = service.runtime
     app.state.settings = settings
     app.state.service = service
@@ -68,13 +63,26 @@ def create_app(
     metrics.add_pipeline(pipeline_collector(settings, service))
     app.state.metrics = metrics
 
-    install_error_handlers(app)
-    for router in (ops.router, commits.router, read.router, keys.router):
-        app.include_router(router)
     # outermost first: the histogram sees every response, 413s included
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.api_max_body_bytes)
     app.add_middleware(MetricsMiddleware, histogram=metrics.latency)
     return app
+
+
+def routes_app(lifespan: Any = None) -> FastAPI:
+    """The routes, their models and error answers, without state: what `create_app` serves
+    and what the OpenAPI document describes."""
+    app = FastAPI(title="ctxpipe", version="1", description=DESCRIPTION, lifespan=lifespan)
+    install_error_handlers(app)
+    for router in (ops.router, commits.router, read.router, keys.router):
+        app.include_router(router)
+    return app
+
+
+def openapi_document() -> dict[str, Any]:
+    """The API's OpenAPI document, built without a service or a database (the docs site's
+    HTTP API page is generated from it; the served `/openapi.json` is the same)."""
+    return routes_app().openapi()
 
 
 def pipeline_collector(settings: Settings, service: ContextEngineService) -> PipelineCollector:
@@ -100,4 +108,4 @@ def pipeline_collector(settings: Settings, service: ContextEngineService) -> Pip
     )
 
 
-__all__ = ["create_app", "pipeline_collector"]
+__all__ = ["create_app", "openapi_document", "pipeline_collector", "routes_app"]

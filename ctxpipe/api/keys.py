@@ -14,12 +14,11 @@ import re
 import secrets
 import threading
 import time
-from datetime import datetime
-from enum import StrEnum
 
 from psycopg.rows import dict_row
 from pydantic import BaseModel, Field, field_validator
 
+from ctxpipe.client.models import ApiKey, CreatedKey, Scope
 from ctxpipe.core.session import RequestContext
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
@@ -28,12 +27,6 @@ PREFIX = "ctx"
 _KEY_RE = re.compile(r"^ctx_([0-9a-f]{16})_([A-Za-z0-9_-]{20,128})$")
 # compared against when the key id is unknown, so a miss costs what a hit costs
 _DUMMY_HASH = hashlib.sha256(b"ctxpipe-no-such-key").digest()
-
-
-class Scope(StrEnum):
-    READ = "read"  # find, search, context, node reads, commit status
-    COMMIT = "commit"  # submit commits, remove one's memories
-    ADMIN = "admin"  # manage the keys of its account
 
 
 class KeySpec(BaseModel):
@@ -60,32 +53,6 @@ class KeySpec(BaseModel):
             agent_id=self.agent_id or "default",
             session_id="x",
         )
-
-
-class ApiKey(BaseModel):
-    """A stored key (never its secret)."""
-
-    key_id: str
-    account_id: str
-    user_id: str | None = None
-    agent_id: str | None = None
-    scopes: list[Scope]
-    name: str = ""
-    created_at: datetime | None = None
-    revoked_at: datetime | None = None
-    last_used_at: datetime | None = None
-
-    @property
-    def revoked(self) -> bool:
-        return self.revoked_at is not None
-
-    def allows(self, scope: Scope) -> bool:
-        return scope in self.scopes
-
-
-class CreatedKey(BaseModel):
-    key: str  # shown once
-    record: ApiKey
 
 
 def _hash(secret: str) -> bytes:

@@ -159,7 +159,9 @@ def commits_show(
     commit_id: str = typer.Argument(...),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Phase, per-extractor status, timings and result of one commit."""
+    """Phase, per-extractor status, timings and result of one commit.
+
+    Admin read (no tenancy): it sees every account and takes no --account/--user."""
     from ctxpipe.storage.commit_ledger import CommitLedger
     from ctxpipe.storage.db import Database
 
@@ -202,7 +204,9 @@ def commits_list(
     limit: int = typer.Option(20, "--limit", min=1),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """The most recent commits and their phase."""
+    """The most recent commits and their phase.
+
+    Admin read (no tenancy): it sees every account and takes no --account/--user."""
     from ctxpipe.storage.commit_ledger import CommitLedger
     from ctxpipe.storage.db import Database
 

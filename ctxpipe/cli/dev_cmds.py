@@ -66,6 +66,9 @@ def print_hints(cfg: Settings, status: StackStatus) -> None:
             "CTXPIPE_FLOWER_PASSWORD)",
             highlight=False,
         )
+    api = next((c for c in status.components if c.kind == "api"), None)
+    if api is not None and api.alive:
+        console.print(f"HTTP API: [bold]{api.endpoint}[/] (OpenAPI at /docs)", highlight=False)
     console.print("Stop everything with [bold]ctxpipe dev down[/]", highlight=False)
 
 

@@ -1,4 +1,7 @@
-"""FS commands: ls, cat, stat, tree, history (read-only views of the ContextFS)."""
+"""FS commands: ls, cat, stat, tree, history (read-only views of the ContextFS).
+
+They are admin reads: they open the FS directly, with no request context and no tenancy, so
+they take no --account/--user/--agent (the reads through the read path do: `identity`)."""
 
 from __future__ import annotations
 
@@ -35,7 +38,9 @@ def _label(name: str, is_dir: bool, version: int, abstract: str) -> Text:
 @app.command("ls")
 @handle_errors
 def ls_cmd(uri: UriArg, as_json: JsonOpt = False) -> None:
-    """List the children of a directory (hidden node files are not shown)."""
+    """List the children of a directory (hidden node files are not shown).
+
+    Admin read (no tenancy): it sees every account and takes no --account/--user."""
     children = _fs().list_children(uri)
     if as_json:
         emit_json(children)
@@ -64,7 +69,9 @@ def cat_cmd(
     ] = 2,
     as_json: JsonOpt = False,
 ) -> None:
-    """Print one level of a node (default L2 content); --json prints the whole node."""
+    """Print one level of a node (default L2 content); --json prints the whole node.
+
+    Admin read (no tenancy): it sees every account and takes no --account/--user."""
     fs = _fs()
     if as_json:
         emit_json(fs.read_node(uri))
@@ -76,7 +83,9 @@ def cat_cmd(
 @app.command("stat")
 @handle_errors
 def stat_cmd(uri: UriArg, as_json: JsonOpt = False) -> None:
-    """Show version, size, content hash and timestamps of a node."""
+    """Show version, size, content hash and timestamps of a node.
+
+    Admin read (no tenancy): it sees every account and takes no --account/--user."""
     st = _fs().stat_node(uri)
     if as_json:
         emit_json(st)
@@ -109,7 +118,9 @@ def tree_cmd(
     depth: Annotated[int, typer.Option("--depth", "-d", min=1, help="levels to show")] = 3,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show the tree below a URI: name, version and L0 line of every node."""
+    """Show the tree below a URI: name, version and L0 line of every node.
+
+    Admin read (no tenancy): it sees every account and takes no --account/--user."""
     fs = _fs()
     base = fs.parse(uri)
     children = fs.list_children(base, depth=depth)
@@ -138,7 +149,9 @@ def history_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Every change of a node: version, time, action, commit, source messages; --diff shows
-    the change itself as a unified diff per level."""
+    the change itself as a unified diff per level.
+
+    Admin read (no tenancy): it sees every account and takes no --account/--user."""
     entries = _fs().history(uri)
     if version is not None:
         entries = [e for e in entries if e.version == version]

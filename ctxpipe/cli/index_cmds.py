@@ -50,7 +50,9 @@ def outbox_list_cmd(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1)] = 100,
     as_json: JsonOpt = False,
 ) -> None:
-    """Outbox events, oldest first (default: every status but done)."""
+    """Outbox events, oldest first (default: every status but done).
+
+    Admin read (no tenancy): it sees every account and takes no --account/--user."""
     from ctxpipe.index.wiring import make_outbox
 
     if dead:

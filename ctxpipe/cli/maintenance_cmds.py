@@ -1,4 +1,4 @@
-"""Maintenance commands: forget (TTL, capacity and value policies of seed 002)."""
+"""Maintenance commands: forget (TTL, capacity and value policies)."""
 
 from __future__ import annotations
 

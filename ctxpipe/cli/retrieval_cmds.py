@@ -1,7 +1,8 @@
 """Read-path commands: find, search, context, read, relations (Rich tables or --json).
 
-Every command acts for one request context (``--account/--user/--agent/--session``): only
-what that user and agent may see is searched or read.
+Every command acts for one request context (``--account/--user/--agent/--session``, defaulted
+from the URIs it names: `ctxpipe.cli.identity`): only what that user and agent may see is
+searched or read.
 """
 
 from __future__ import annotations
@@ -16,16 +17,13 @@ from rich.table import Table
 from rich.text import Text
 
 from ctxpipe.cli.app import app, console, emit_json, handle_errors, settings
-from ctxpipe.core.session import Message, RequestContext
+from ctxpipe.cli.identity import AccountOpt, AgentOpt, SessionOpt, UserOpt, request_context
+from ctxpipe.core.session import Message
 from ctxpipe.core.validity import parse_as_of
 from ctxpipe.retrieval.models import FindHit
 
 QueryArg = Annotated[str, typer.Argument(help="what to look for")]
 UriArg = Annotated[str, typer.Argument(help="a ctx:// URI")]
-AccountOpt = Annotated[str, typer.Option("--account", "-a", help="account id")]
-UserOpt = Annotated[str, typer.Option("--user", "-u", help="user id")]
-AgentOpt = Annotated[str, typer.Option("--agent", help="agent id")]
-SessionOpt = Annotated[str, typer.Option("--session", "-s", help="session id of the request")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
 ScopeOpt = Annotated[
     list[str] | None, typer.Option("--scope", help="limit to URIs under this one (repeatable)")
@@ -45,10 +43,6 @@ TypeOpt = Annotated[
     list[str] | None,
     typer.Option("--type", "-t", help="context type: memory, session, resource, skill"),
 ]
-
-
-def _ctx(account: str, user: str, agent: str, session: str) -> RequestContext:
-    return RequestContext(account_id=account, user_id=user, agent_id=agent, session_id=session)
 
 
 def _service() -> Any:
@@ -92,10 +86,10 @@ def _hits_table(title: str, hits: list[FindHit]) -> Table:
 @handle_errors
 def find_cmd(
     query: QueryArg,
-    account: AccountOpt,
-    user: UserOpt,
-    agent: AgentOpt = "default",
-    session: SessionOpt = "cli",
+    account: AccountOpt = None,
+    user: UserOpt = None,
+    agent: AgentOpt = None,
+    session: SessionOpt = None,
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=200)] = 10,
     scope: ScopeOpt = None,
     category: CategoryOpt = None,
@@ -113,11 +107,12 @@ def find_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Hybrid find (vector + full text, fused), grouped by context type."""
+    ctx = request_context(account, user, agent, session, scope or [])
     svc = _service()
     try:
         res = svc.find(
             query,
-            _ctx(account, user, agent, session),
+            ctx,
             top_k,
             scopes=scope,
             categories=category,
@@ -149,21 +144,20 @@ def find_cmd(
 @handle_errors
 def search_cmd(
     query: QueryArg,
-    account: AccountOpt,
-    user: UserOpt,
-    agent: AgentOpt = "default",
-    session: SessionOpt = "cli",
+    account: AccountOpt = None,
+    user: UserOpt = None,
+    agent: AgentOpt = None,
+    session: SessionOpt = None,
     scope: ScopeOpt = None,
     trajectory: Annotated[bool, typer.Option("--trajectory", help="show drill-down")] = False,
     as_of: AsOfOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Intent analysis into typed queries, then hierarchical retrieval for each."""
+    ctx = request_context(account, user, agent, session, scope or [])
     svc = _service()
     try:
-        res = svc.search(
-            query, _ctx(account, user, agent, session), scopes=scope, as_of=parse_as_of(as_of)
-        )
+        res = svc.search(query, ctx, scopes=scope, as_of=parse_as_of(as_of))
     finally:
         _close(svc)
     if as_json:
@@ -203,10 +197,10 @@ def _load_messages(path: Path | None) -> list[Message]:
 @handle_errors
 def context_cmd(
     query: QueryArg,
-    account: AccountOpt,
-    user: UserOpt,
-    agent: AgentOpt = "default",
-    session: SessionOpt = "cli",
+    account: AccountOpt = None,
+    user: UserOpt = None,
+    agent: AgentOpt = None,
+    session: SessionOpt = None,
     budget: Annotated[int, typer.Option("--budget", "-b", min=1, help="tokens")] = 4096,
     profile: Annotated[str, typer.Option("--profile", "-p", help="budget profile")] = "default",
     system: Annotated[str, typer.Option("--system", help="system prompt")] = "",
@@ -220,11 +214,12 @@ def context_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Build a token-budgeted context (incremental across calls of the same session)."""
+    ctx = request_context(account, user, agent, session)
     svc = _service()
     try:
         res = svc.build_context(
             query,
-            _ctx(account, user, agent, session),
+            ctx,
             _load_messages(messages),
             budget,
             profile,
@@ -266,17 +261,18 @@ def context_cmd(
 @handle_errors
 def read_cmd(
     uri: UriArg,
-    account: AccountOpt,
-    user: UserOpt,
-    agent: AgentOpt = "default",
-    session: SessionOpt = "cli",
+    account: AccountOpt = None,
+    user: UserOpt = None,
+    agent: AgentOpt = None,
+    session: SessionOpt = None,
     level: Annotated[int, typer.Option("--level", "-l", min=0, max=2, help="0=L0, 1=L1, 2=L2")] = 2,
     as_json: JsonOpt = False,
 ) -> None:
     """Read one level of a node the request may see."""
+    ctx = request_context(account, user, agent, session, [uri])
     svc = _service()
     try:
-        text = svc.read(uri, _ctx(account, user, agent, session), level)
+        text = svc.read(uri, ctx, level)
     finally:
         _close(svc)
     if as_json:
@@ -289,10 +285,10 @@ def read_cmd(
 @handle_errors
 def relations_cmd(
     uri: UriArg,
-    account: AccountOpt,
-    user: UserOpt,
-    agent: AgentOpt = "default",
-    session: SessionOpt = "cli",
+    account: AccountOpt = None,
+    user: UserOpt = None,
+    agent: AgentOpt = None,
+    session: SessionOpt = None,
     depth: Annotated[
         int | None,
         typer.Option(
@@ -306,9 +302,9 @@ def relations_cmd(
 ) -> None:
     """The relations of a node (edges to data the request may not see are left out); with
     --depth N, every node within N hops, nearest first."""
+    ctx = request_context(account, user, agent, session, [uri])
     svc = _service()
     try:
-        ctx = _ctx(account, user, agent, session)
         if depth is not None:
             found = svc.graph(uri, ctx, depth)
         else:
@@ -345,19 +341,20 @@ def relations_cmd(
 @app.command("tags")
 @handle_errors
 def tags_cmd(
-    account: AccountOpt,
-    user: UserOpt,
     prefix: Annotated[str, typer.Argument(help="only tags starting with this")] = "",
-    agent: AgentOpt = "default",
-    session: SessionOpt = "cli",
+    account: AccountOpt = None,
+    user: UserOpt = None,
+    agent: AgentOpt = None,
+    session: SessionOpt = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 50,
     as_json: JsonOpt = False,
 ) -> None:
     """Tags in use in what the request may see (its user's and agent's memories), most used
     first; `find --tag T` narrows a search to nodes carrying T."""
+    ctx = request_context(account, user, agent, session)
     svc = _service()
     try:
-        tags = svc.find_tags(_ctx(account, user, agent, session), prefix, limit)
+        tags = svc.find_tags(ctx, prefix, limit)
     finally:
         _close(svc)
     if as_json:

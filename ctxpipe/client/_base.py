@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from ctxpipe.api.schemas import CommitStatus
+from ctxpipe.client.models import CommitStatus
 from ctxpipe.core.session import Message
 
 

@@ -10,12 +10,11 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ctxpipe.api.keys import ApiKey
-from ctxpipe.api.schemas import CommitAccepted, CommitStatus, ReadOut, RemoveOut
 from ctxpipe.client._base import messages_json
+from ctxpipe.client.models import ApiKey, CommitAccepted, CommitStatus, ReadOut, RemoveOut
+from ctxpipe.client.results import ContextResult, FindResult, SearchResult
 from ctxpipe.core.models import CommitOptions, NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message
-from ctxpipe.retrieval import ContextResult, FindResult, SearchResult
 
 _SUMMARIES = TypeAdapter(list[NodeSummary])
 _EDGES = TypeAdapter(list[RelationEdge])

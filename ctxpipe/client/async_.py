@@ -9,13 +9,12 @@ from typing import Any
 
 import httpx
 
-from ctxpipe.api.keys import ApiKey
-from ctxpipe.api.schemas import CommitStatus
 from ctxpipe.client import _calls as calls
 from ctxpipe.client._base import CommitFailedError, CtxApiError, Defaults, headers, raise_for
+from ctxpipe.client.models import ApiKey, CommitStatus
+from ctxpipe.client.results import ContextResult, FindResult, SearchResult
 from ctxpipe.core.models import CommitOptions, NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message
-from ctxpipe.retrieval import ContextResult, FindResult, SearchResult
 
 Msgs = list[Message] | list[dict[str, Any]]
 
@@ -49,6 +48,7 @@ class AsyncCtxClient:
         await self.close()
 
     async def close(self) -> None:
+        """Close the HTTP connection pool (the `with` block does it)."""
         await self._http.aclose()
 
     async def _run(self, call: calls.Call) -> Any:
@@ -92,6 +92,7 @@ class AsyncCtxClient:
         )
 
     async def get_commit(self, commit_id: str) -> CommitStatus:
+        """The commit's status: phase, per-extractor status, error, and its result once finished."""
         return await self._run(calls.get_commit(commit_id))
 
     async def wait(
@@ -137,6 +138,8 @@ class AsyncCtxClient:
         session_id: str | None = None,
         as_of: date | str | None = None,
     ) -> SearchResult:
+        """Intent analysis of `query` with the `recent` messages into typed queries, then a
+        hierarchical drill-down for each; `as_of`: facts valid on that date instead of now."""
         who = self.defaults.who(user_id, agent_id, session_id)
         return await self._run(calls.search(who, query, recent, scopes, as_of))
 
@@ -162,18 +165,23 @@ class AsyncCtxClient:
         return await self._run(call)
 
     async def read(self, uri: str, level: int = 2, **who: str) -> str:
+        """One level of a node: 0 = its abstract (L0), 1 = overview (L1), 2 = content (L2)."""
         return await self._run(calls.read(self._who(who), uri, level))
 
     async def ls(self, uri: str, **who: str) -> list[NodeSummary]:
+        """The children of a directory URI the acting identity may see."""
         return await self._run(calls.ls(self._who(who), uri))
 
     async def tree(self, uri: str, depth: int = 3, **who: str) -> list[NodeSummary]:
+        """The nodes below a URI, `depth` levels down, in pre-order."""
         return await self._run(calls.tree(self._who(who), uri, depth))
 
     async def stat(self, uri: str, **who: str) -> NodeStat:
+        """Version, size, content hash, category and update time of a node."""
         return await self._run(calls.stat(self._who(who), uri))
 
     async def relations(self, uri: str, **who: str) -> list[RelationEdge]:
+        """A node's relation edges (edges to data the identity may not see are left out)."""
         return await self._run(calls.relations(self._who(who), uri))
 
     async def remove(self, uri: str, **who: str) -> bool:

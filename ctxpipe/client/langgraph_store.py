@@ -60,6 +60,7 @@ class CtxStore(BaseStore):
 
     # ------------------------------------------------------------------ mapping
     def space_uri(self, namespace: tuple[str, ...]) -> str:
+        """The ctx:// directory of a namespace: `("users", id, ...)` or `("agents", id, ...)`."""
         if len(namespace) < 2 or namespace[0] not in ("users", "agents"):
             raise ValueError(
                 f"namespace {namespace!r} must start with ('users', user_id) or "
@@ -74,9 +75,11 @@ class CtxStore(BaseStore):
 
     # ------------------------------------------------------------------ ops
     def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run LangGraph store operations (get, search, put, delete, list namespaces) in order."""
         return [self._one(op) for op in ops]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """`batch` on a worker thread."""
         return await asyncio.to_thread(self.batch, list(ops))
 
     def _one(self, op: Op) -> Result:

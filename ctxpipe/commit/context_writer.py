@@ -1,4 +1,4 @@
-"""ContextWriter: applies WritePlans to the ContextFS, version-checked (seed 004 §12)."""
+"""ContextWriter: applies WritePlans to the ContextFS, version-checked."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CommitCoordinator: runs a commit's steps in one process (seed 004 §15).
+"""CommitCoordinator: runs a commit's steps in one process.
 
 The inline dispatcher: the very `steps` coroutines the Celery tasks run, awaited in order on an
 `InMemoryLedger` (the four extractors concurrently, as the chord runs them). Nothing retries in

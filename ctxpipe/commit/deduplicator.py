@@ -1,4 +1,4 @@
-"""CandidateDeduplicator: a cascade from cheap to expensive checks (seed 004 §11.5).
+"""CandidateDeduplicator: a cascade from cheap to expensive checks.
 
 1. a candidate planned earlier in the same commit that says the same thing;
 2. an existing node at the routed URI (identical content → skip);

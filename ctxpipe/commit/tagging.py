@@ -1,4 +1,4 @@
-"""Tags of a memory (seed 002 F13): 3–8 atomic lowercase tags per node, reused before created.
+"""Tags of a memory: 3–8 atomic lowercase tags per node, reused before created.
 
 Tags are derived from the node's own text when it is written: proper names first, then the
 content words it repeats, then the rest in order of appearance. Before a tag is created the

@@ -1,4 +1,7 @@
-"""Configuration: one `Settings` object (env vars `CTXPIPE_*`) plus the phase configs of seed 004.
+"""Configuration: one `Settings` object (env vars `CTXPIPE_*`) plus the configs of the commit
+phases, the index chunker and forgetting.
+
+Each field's description (its docstring) is what the docs site's configuration page shows.
 
 `Settings` is built once by the composition root (CLI, Celery app, tests) and passed down; no
 module reads the environment on its own.
@@ -9,69 +12,99 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ctxpipe.core.session import LimitsConfig
 
 
 class ArchiveConfig(BaseModel):
+    model_config = ConfigDict(use_attribute_docstrings=True)
     max_recent_messages: int = Field(50, ge=1)
+    """messages kept verbatim in a session archive"""
     persist_archive: bool = True
+    """write the session archive to the FS"""
     summary_max_tokens: int = Field(500, ge=16)
+    """token budget of the archive summary"""
 
 
 class PipelineConfig(BaseModel):
+    model_config = ConfigDict(use_attribute_docstrings=True)
     min_confidence: float = Field(0.5, ge=0.0, le=1.0)
+    """candidates below this extraction confidence are skipped"""
     max_content_length: int = Field(5000, ge=100)
+    """maximum characters of a candidate's L2 content"""
     max_candidates_per_commit: int = Field(20, ge=1)
+    """candidates kept per extraction run"""
     extraction_concurrency: int = Field(4, ge=1)
+    """extractors run concurrently"""
 
 
 class DedupConfig(BaseModel):
+    model_config = ConfigDict(use_attribute_docstrings=True)
     dedup_top_k: int = Field(5, ge=1)
+    """similar existing memories fetched per candidate"""
     similarity_threshold: float = Field(0.85, ge=0.0, le=1.0)
+    """cosine similarity above which the dedup decision runs"""
     enable_llm_decision: bool = True
+    """let the LLM decide merge/skip for near-duplicates"""
     # at or above this similarity the prefilter decides alone (merge, or skip when the
     # category is not mergeable): the LLM is asked only in the band between the two
     llm_decision_max: float = Field(0.95, ge=0.0, le=1.0)
+    """similarity at or above which the prefilter merges (or skips) without asking the LLM"""
 
 
 class CommitConfig(BaseModel):
+    model_config = ConfigDict(use_attribute_docstrings=True)
     max_candidates_per_commit: int = Field(20, ge=1)
+    """cap on candidates handled by one commit"""
     # how the four extractors run on the workers: "tasks" = a chord of one task per extractor
     # that has something to ask the LLM (when two or more do), "inline" = concurrently inside
     # the commit's first task, "auto" = "tasks" unless the LLM is the in-process rules provider
     # (its extractors take milliseconds of CPU: a task each costs more than it saves)
     extract_fanout: Literal["auto", "tasks", "inline"] = "auto"
+    """how the four extractors run on the workers: `tasks` = a chord of one task per extractor that
+    has something to ask the LLM (when two or more do), `inline` = concurrently inside the
+    commit's one task (`ctxpipe.commit.run`), `auto` = `tasks` unless the LLM is the in-process
+    `rules` provider"""
     skip_archive_on_short_session: bool = True
+    """skip the archive for very short sessions"""
     short_session_threshold: int = Field(3, ge=0)
+    """message-count threshold below which a session counts as short"""
     enable_dedup: bool = True
+    """run the deduplicator"""
     enable_relations: bool = True
+    """write relation edges"""
     dry_run: bool = False
+    """plan only, write nothing"""
     # back-pressure: commits accepted but not finished (the ledger's durable record) at which
     # a submit of a new commit is refused with a retry-after (0 = no cap)
     max_pending: int = Field(10000, ge=0)
-
-
-class LimitsConfig(BaseModel):
-    """Size limits of a committed session, enforced where the input enters (a larger input is
-    refused with one clear error before anything is recorded or written)."""
-
-    max_message_chars: int = Field(100_000, ge=1)
-    max_messages: int = Field(2_000, ge=1)
-    max_session_chars: int = Field(2_000_000, ge=1)
-    max_used_items: int = Field(1_000, ge=0)
+    """back-pressure: a new commit is refused (`BacklogFullError`, HTTP 503 + `Retry-After`, nothing
+    recorded) while this many commits are accepted and not finished in the ledger; `0` = no cap"""
 
 
 class ForgettingConfig(BaseModel):
-    """Seed 002 F9-F11. Every policy is off by default: nothing is forgotten."""
+    """Forgetting policies: TTL, capacity, minimum value. Every policy is off by default:
+    nothing is forgotten."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
 
     ttl_days: dict[str, float] = Field(default_factory=dict)  # category -> days untouched
+    """JSON map category → days a memory may stay untouched (not updated, not recalled) before it is
+    forgotten"""
     capacity: dict[str, int] = Field(default_factory=dict)  # category -> nodes per owner
+    """JSON map category → most memories per owner; above it the least valuable go"""
     min_value: float | None = None  # forget memories whose value is below this
+    """forget memories whose value is below this"""
     recall_weight: float = Field(0.3, ge=0.0)
+    """value weight of ln(1 + recalls)"""
     score_weight: float = Field(0.5, ge=0.0)
+    """value weight of the average recall score"""
     recency_weight: float = Field(0.2, ge=0.0)
+    """value weight of 1/(1 + days since last recall)"""
     max_per_run: int = Field(1000, ge=1)
+    """most memories one forgetting run removes"""
 
 
 # what the model reads to embed a line or a sentence (`retrieval.unit_encoding`)
@@ -79,8 +112,11 @@ UnitContext = Literal["chunk", "line", "none"]
 
 
 class ChunkingConfig(BaseModel):
+    model_config = ConfigDict(use_attribute_docstrings=True)
     chunk_tokens: int = Field(200, ge=16)
+    """tokens per index chunk"""
     chunk_overlap_tokens: int = Field(32, ge=0)
+    """overlap between consecutive chunks (tokens)"""
     unit_vectors: bool = Field(
         True, description="embed the lines and sentences find ranks when a node is indexed"
     )
@@ -103,7 +139,10 @@ class Settings(BaseSettings):
     """Every knob of ctxpipe. Environment variables: ``CTXPIPE_<NAME>``."""
 
     model_config = SettingsConfigDict(
-        env_prefix="CTXPIPE_", env_nested_delimiter="__", extra="ignore"
+        env_prefix="CTXPIPE_",
+        env_nested_delimiter="__",
+        extra="ignore",
+        use_attribute_docstrings=True,  # the docs site's configuration page is built from them
     )
 
     # stores
@@ -116,10 +155,15 @@ class Settings(BaseSettings):
     )
     redis_url: str = Field("redis://127.0.0.1:56379/0", description="Redis URL (broker+results)")
     db_pool_min: int = Field(1, ge=0)
+    """minimum connections per process in the psycopg pool"""
     db_pool_max: int = Field(8, ge=1)
+    """maximum connections per process in the psycopg pool"""
     db_schema: str = Field("ctx", pattern=r"^[a-z_][a-z0-9_]*$")
+    """PostgreSQL schema of every ctxpipe table (lowercase identifier)"""
     db_connect_timeout_s: float = Field(5.0, gt=0, le=300)
+    """an unreachable PostgreSQL fails a call after this long, in one line (seconds)"""
     broker_connect_timeout_s: float = Field(5.0, gt=0, le=300)
+    """an unreachable broker fails a submit after about this long, in one line (seconds)"""
 
     # embeddings
     embedding_model: str = Field(
@@ -127,24 +171,36 @@ class Settings(BaseSettings):
         description="packaged model name, sentence-transformers name, or local path",
     )
     embedding_dim: int = Field(384, ge=1, le=16000)
+    """embedding dimension; fixed into `vector(N)` by the first migration"""
     embedding_device: str = Field("auto", description="auto | cpu | cuda | cuda:N | mps")
     embedding_batch_size: int = Field(32, ge=1)
+    """texts per embedding batch"""
 
     # LLM
     llm_provider: Literal["rules", "openai"] = "rules"
+    """`rules` (deterministic, offline) or `openai` (any OpenAI-compatible server)"""
     llm_base_url: str = "http://127.0.0.1:8000/v1"
+    """base URL of the OpenAI-compatible server"""
     llm_api_key: SecretStr = SecretStr("")
+    """API key for the OpenAI-compatible server (secret)"""
     llm_model: str = "gpt-4o-mini"
+    """model name sent to the OpenAI-compatible server"""
     llm_timeout_s: float = Field(60.0, gt=0)
+    """per-request LLM timeout (seconds)"""
     llm_max_retries: int = Field(3, ge=1, le=10)
+    """LLM attempts on transient errors"""
     llm_temperature: float = Field(0.0, ge=0.0, le=2.0)
+    """LLM sampling temperature"""
     llm_simulated_latency_s: float = Field(
         0.0, ge=0.0, le=60.0, description="extra delay per LLM call (benchmarks, demos)"
     )
 
     # locks
     lock_timeout_s: float = Field(30.0, gt=0)
+    """how long to wait for an owner-space lock (seconds)"""
     lock_ttl_s: float = Field(20.0, gt=0)
+    """lifetime of an owner-space lock before it expires (seconds); the holder renews it every third
+    of that, so only a dead holder's lock expires"""
 
     # phase configs
     archive: ArchiveConfig = ArchiveConfig()
@@ -157,23 +213,38 @@ class Settings(BaseSettings):
 
     # outbox / index
     outbox_batch_size: int = Field(64, ge=1)
+    """outbox events claimed per batch"""
     outbox_lease_s: float = Field(60.0, gt=0)
+    """lease of a claimed outbox event before it can be reclaimed (seconds)"""
     outbox_max_retries: int = Field(5, ge=1)
+    """attempts before an outbox event is `dead`"""
     outbox_backoff_base_s: float = Field(2.0, gt=0)
+    """base of the exponential retry backoff (seconds)"""
     outbox_backoff_max_s: float = Field(600.0, gt=0)
+    """cap of the retry backoff: a failed event waits `base·2^n` seconds, at most this (seconds)"""
 
     # beat intervals (seconds)
     sweep_interval_s: float = Field(30.0, gt=0)
+    """beat: stuck-commit / expired-lease sweep period (seconds)"""
     stuck_commit_after_s: float = Field(120.0, gt=0)
+    """a commit with no progress for this long is stuck (seconds)"""
     reap_interval_s: float = Field(3.0, gt=0)
+    """beat: how often the reaper re-drives the commits of dead worker nodes and, after a broker
+    restart, the commits in flight (seconds)"""
     worker_heartbeat_ttl_s: float = Field(10.0, gt=0)
+    """a worker node whose heartbeat is older than this is dead: its commits are re-driven
+    (seconds)"""
     outbox_drain_interval_s: float = Field(5.0, gt=0)
+    """beat: outbox drain period (seconds)"""
     repair_interval_s: float = Field(300.0, gt=0)
+    """beat: FS-vs-replica repair scan period (seconds)"""
     retention_interval_s: float = Field(3600.0, gt=0)
+    """beat: forgetting period (seconds; `ctxpipe.maintenance.forget` on the maintenance queue)"""
 
     # HTTP API and MCP server (ctxpipe.api, ctxpipe.mcp_server)
     api_host: str = Field("127.0.0.1", description="address `ctxpipe serve` binds")
     api_port: int = Field(8080, ge=1, le=65535)
+    """HTTP API port"""
     api_workers: int = Field(1, ge=1, le=64, description="uvicorn worker processes")
     api_max_body_bytes: int = Field(
         8_000_000, ge=1024, description="larger request bodies are refused with 413"
@@ -191,5 +262,8 @@ class Settings(BaseSettings):
     # local stack
     var_dir: Path = Field(Path("var"), description="state directory of `ctxpipe dev`")
     flower_port: int = Field(5555, ge=1, le=65535)
+    """Flower web UI port"""
     flower_user: str = "admin"
+    """Flower basic-auth user"""
     flower_password: SecretStr = SecretStr("ctxpipe")
+    """Flower basic-auth password (secret)"""

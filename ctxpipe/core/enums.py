@@ -1,4 +1,4 @@
-"""Enumerations shared by every layer (seed 004 §3)."""
+"""Enumerations shared by every layer."""
 
 from __future__ import annotations
 

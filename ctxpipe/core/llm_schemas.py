@@ -1,4 +1,4 @@
-"""Structured outputs of the prompts (seed 004 §9.4, §10.4, §11.6).
+"""Structured outputs of the prompts: archive summary, extraction, dedup decision, merge.
 
 Each prompt id maps to one pydantic model; LLM providers validate their output against it.
 """

@@ -1,4 +1,4 @@
-"""Data models of the write path (seed 004 §3), as pydantic v2 models.
+"""Data models of the write path, as pydantic v2 models.
 
 All of them are JSON-serialisable so the same phase functions run in-process and as Celery tasks.
 """
@@ -76,7 +76,7 @@ class SessionArchive(BaseModel):
 
 # ------------------------------------------------------------------------ candidates
 class CandidateMemory(BaseModel):
-    """A memory proposed by an extractor; carries no storage details (seed 004 §3.3)."""
+    """A memory proposed by an extractor; carries no storage details."""
 
     kind: Literal["memory"] = "memory"
     category: MemoryCategory
@@ -96,7 +96,7 @@ class CandidateMemory(BaseModel):
 
 
 class ToolSkillCandidate(CandidateMemory):
-    """Tool/skill candidate with usage statistics (seed 004 §3.3)."""
+    """Tool/skill candidate with usage statistics."""
 
     kind: Literal["tool_skill"] = "tool_skill"  # type: ignore[assignment]
     tool_name: str = ""

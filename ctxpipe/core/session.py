@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ctxpipe.core.config import LimitsConfig
 from ctxpipe.core.errors import CtxError
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
@@ -54,7 +53,7 @@ def _check_id(value: str, what: str) -> str:
 
 
 class RequestContext(BaseModel):
-    """Request-scoped context carried through the whole write path (seed 004 §3.1)."""
+    """Request-scoped context carried through the whole write path."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -177,6 +176,23 @@ def message_vars(messages: list[Message]) -> list[dict[str, Any]]:
         }
         for m in messages
     ]
+
+
+class LimitsConfig(BaseModel):
+    """Size limits of a committed session (`Settings.limits`, `CTXPIPE_LIMITS__*`), enforced
+    where the input enters (a larger input is refused with one clear error before anything is
+    recorded or written)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    max_message_chars: int = Field(100_000, ge=1)
+    """characters of one message; a larger message refuses the commit"""
+    max_messages: int = Field(2_000, ge=1)
+    """messages per commit; commit a longer session in parts"""
+    max_session_chars: int = Field(2_000_000, ge=1)
+    """characters of all messages of one commit"""
+    max_used_items: int = Field(1_000, ge=0)
+    """entries of `used_contexts`, and of `used_tools`, per commit"""
 
 
 class InputLimitError(CtxError, ValueError):

@@ -1,7 +1,7 @@
 """`ctx://` URIs: parsing, validation, joins, and mapping to paths under the FS root.
 
 Form: ``ctx://{account}/{scope}/{path...}[/]`` with scope one of users, agents, sessions,
-resources, skills. Semantics follow seed 001 (case-insensitive scheme, scope lower-cased,
+resources, skills. Semantics: case-insensitive scheme, scope lower-cased,
 directory vs file by trailing slash, the parent of a scope root is itself, join rules) and close
 its "no traversal protection" limitation: every segment is validated so that a URI can never
 name a path outside ``{fs_root}/{account}/{scope}``.

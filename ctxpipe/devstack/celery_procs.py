@@ -1,4 +1,4 @@
-"""The Celery processes of the dev stack: one worker per queue, beat, Flower.
+"""The processes of the dev stack: one Celery worker per queue, beat, Flower, the HTTP API.
 
 All are started as `sys.executable -m celery -A tasks.app …` (the interpreter running ctxpipe,
 never a hard-coded path). This module builds their command lines and readiness checks; it does
@@ -96,8 +96,17 @@ def flower_spec(settings: Settings, address: str = "127.0.0.1") -> ProcSpec:
     )
 
 
+def api_spec(settings: Settings, address: str = "127.0.0.1") -> ProcSpec:
+    """The HTTP API (`ctxpipe serve`) on `api_port`: part of the stack, so `dev down` stops it
+    and a second `dev up` finds it instead of meeting a stale server on the port."""
+    port = settings.api_port
+    argv = [sys.executable, "-m", "ctxpipe", "serve", "--host", address, "--port", str(port)]
+    return ProcSpec("api", "api", argv, f"http://{address}:{port}/docs", port=port)
+
+
 __all__ = [
     "BEAT_READY",
+    "api_spec",
     "ProcSpec",
     "WorkerProbe",
     "WorkerRole",

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-Kind = Literal["postgres", "redis", "worker", "beat", "flower", "supervisor"]
+Kind = Literal["postgres", "redis", "worker", "beat", "flower", "api", "supervisor"]
 
 
 class Component(BaseModel):

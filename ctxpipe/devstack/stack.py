@@ -11,7 +11,8 @@ Layout of `{var_dir}/dev/` (owned by the dev stack):
 `up` is idempotent (running pieces are left alone and reported) and returns only when every
 piece it started is ready: workers' current processes beat (a heartbeat key in Redis that a
 busy solo pool cannot delay), beat has started its
-scheduler, Flower accepts connections. `down` stops everything and leaves no process behind.
+scheduler, Flower and the HTTP API accept connections. `down` stops everything and leaves no
+process behind.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ctxpipe.devstack.celery_procs import (
     BEAT_READY,
     ProcSpec,
     WorkerProbe,
+    api_spec,
     beat_spec,
     flower_spec,
     worker_roles,
@@ -77,6 +79,7 @@ class DevStack:
         self.specs: list[ProcSpec] = [worker_spec(r, host) for r in worker_roles(concurrency)]
         self.specs.append(beat_spec(self.dev_dir / "beat" / "celerybeat-schedule"))
         self.specs.append(flower_spec(self.settings))
+        self.specs.append(api_spec(self.settings))
         self.supervisor = supervisor_spec(concurrency)  # restarts what dies among `specs`
         self.env = child_env(self.settings)
         self._probe = probe
@@ -144,7 +147,7 @@ class DevStack:
     def _proc_status(self, spec: ProcSpec) -> Component:
         rec = self.record(spec.name)
         endpoint = spec.node or ""
-        if spec.kind == "flower":
+        if spec.kind in ("flower", "api"):
             endpoint = f"http://127.0.0.1:{spec.port}/"
         return Component(
             name=spec.name,
@@ -220,7 +223,7 @@ class DevStack:
                     )
 
     def _ready(self, spec: ProcSpec, offset: int) -> bool:
-        if spec.kind == "flower":
+        if spec.kind in ("flower", "api"):  # uvicorn binds once the app has started
             return spec.port is not None and port_open("127.0.0.1", spec.port)
         if spec.kind == "beat":
             log = self.logs_dir / f"{spec.name}.log"

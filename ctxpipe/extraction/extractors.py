@@ -1,4 +1,4 @@
-"""The four extractors of seed 004 §10.3."""
+"""The four extractors: profile, preferences, entities and events, procedures."""
 
 from __future__ import annotations
 

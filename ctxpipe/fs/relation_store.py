@@ -1,4 +1,4 @@
-"""FSRelationStore: a node's outgoing edges in its ``.relations.json`` (seed 004 §8, §13.2).
+"""FSRelationStore: a node's outgoing edges in its ``.relations.json``.
 
 Format::
 

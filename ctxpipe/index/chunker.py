@@ -1,4 +1,4 @@
-"""DocumentChunker: a ContextNode's L0/L1/L2 as `ChunkRecord`s (seed 004 §16.2).
+"""DocumentChunker: a ContextNode's L0/L1/L2 as `ChunkRecord`s.
 
 - L0 (abstract) and L1 (overview) are one chunk each; L2 (content) is split with
   langchain-text-splitters' `RecursiveCharacterTextSplitter`, measured in the embedding model's

@@ -1,5 +1,5 @@
 """Repair: compare the FS (the truth) with the index replica and emit outbox events for every
-divergence (seed 004 §16.3, extended to stale and orphaned rows and to relations).
+divergence: missing, stale and orphaned rows, nodes and relations.
 
 - **missing**: a node on the FS without a replica row → UPSERT_CONTEXT.
 - **stale**: version or content hash differ → UPSERT_CONTEXT (with ``replace`` when the FS is

@@ -1,4 +1,4 @@
-"""IndexWorker: consumes outbox events and converges the replica to the FS (seed 004 §16.1).
+"""IndexWorker: consumes outbox events and converges the replica to the FS.
 
 `run_once` claims a batch, groups its events by what they touch and runs them together (one FS
 read per URI, one embedding pass over all new chunk texts, one transaction for all rows), then
@@ -44,7 +44,7 @@ class PermanentEventError(ValueError):
 
 
 class IndexBatchResult(BaseModel):
-    """Outcome of one `run_once` (seed 004 §16.1 step 3)."""
+    """Outcome of one `run_once`."""
 
     claimed: int = 0
     succeeded: int = 0

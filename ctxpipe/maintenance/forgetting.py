@@ -1,4 +1,4 @@
-"""Forgetting (seed 002 F9–F11): which memories go, and removing them.
+"""Forgetting: which memories go, and removing them.
 
 Policies, applied in this order (Hybrid = TTL, then capacity or value):
 

@@ -1,4 +1,4 @@
-"""Provider protocols (seed 004 §5). Implementations live beside this module."""
+"""Provider protocols (LLM, embedder, vector index). Implementations live beside this module."""
 
 from __future__ import annotations
 

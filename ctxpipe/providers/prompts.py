@@ -1,4 +1,5 @@
-"""Prompt registry: YAML templates (jinja2) under the repo's top-level `prompts/` directory.
+"""Prompt registry: YAML templates (jinja2) of the top-level `prompts/` directory (shipped in
+the package: `ctxpipe.resources`).
 
 Each `prompts/**/*.yaml` file holds one prompt::
 
@@ -29,8 +30,9 @@ from pydantic import BaseModel
 
 from ctxpipe.core.errors import PromptError
 from ctxpipe.core.llm_schemas import PROMPT_SCHEMAS
+from ctxpipe.resources import resource_dir
 
-DEFAULT_PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
+DEFAULT_PROMPTS_DIR = resource_dir("prompts")
 
 _ALLOWED_KEYS = frozenset({"id", "template", "description", "output_schema"})
 

@@ -1,4 +1,4 @@
-"""Token budgets (seed 003): allocation by profile, the long-conversation adjustment, and
+"""Token budgets: allocation by profile, the long-conversation adjustment, and
 priority ranking with truncation.
 
 Allocation of a total budget ``T``:
@@ -11,7 +11,7 @@ Allocation of a total budget ``T``:
 - past ``history_length_threshold`` turns (20) the conversation share shrinks by
   ``short_term_reduction_ratio`` (0.375: 40 % → 25 %); long-term memory grows by
   ``long_term_increase_ratio`` of itself (15 % → 20 %) and retrieval takes the rest (45 % →
-  55 %). The adjustment is applied once (the seed's cap against over-compression).
+  55 %). The adjustment is applied once (a cap against over-compression).
 
 Every allocation sums to at most ``T``; `PriorityRanker` never returns more than its budget.
 """
@@ -23,6 +23,7 @@ from enum import IntEnum
 
 from pydantic import BaseModel, Field, model_validator
 
+from ctxpipe.client.results import TokenBudget
 from ctxpipe.retrieval.config import ContextConfig
 from ctxpipe.retrieval.tokens import TokenCounter
 
@@ -65,7 +66,7 @@ def _p(name: str, desc: str, st: float, lt: float, rt: float, up: float = 0.10) 
     )
 
 
-# Seed 003's profiles, named for what they are used for here (the seed's names are aliases).
+# The budget profiles, named for what they are used for (the original names are aliases).
 DEFAULT_PROFILES: dict[str, BudgetProfile] = {
     p.name: p
     for p in (
@@ -108,26 +109,6 @@ class ProfileRegistry:
         if key in self._profiles:
             return self._profiles[key], True
         return self._profiles["default"], False
-
-
-class TokenBudget(BaseModel):
-    total: int
-    system_prompt: int = 0
-    user_prefs: int = 0
-    short_term: int = 0
-    long_term: int = 0
-    retrieval: int = 0
-    profile: str = "default"
-    long_conversation: bool = False
-
-    @property
-    def allocated(self) -> int:
-        return (
-            self.system_prompt + self.user_prefs + self.short_term + self.long_term + self.retrieval
-        )
-
-    def section(self, name: str) -> int:
-        return int(getattr(self, name))
 
 
 SECTIONS = ("system_prompt", "user_prefs", "short_term", "long_term", "retrieval")
@@ -203,7 +184,7 @@ def _ensure_minimums(values: list[int], minimum: int) -> tuple[int, int, int]:
 
 
 class ContextPriority(IntEnum):
-    """Seed 003 priorities (higher first)."""
+    """Priorities (higher first)."""
 
     SYSTEM = 100
     USER_QUERY = 90
@@ -237,7 +218,7 @@ def rank_segments(segments: Iterable[ContextSegment]) -> list[ContextSegment]:
 
 
 class PriorityRanker:
-    """Sort by priority, keep what fits, truncate what partly fits (seed 003)."""
+    """Sort by priority, keep what fits, truncate what partly fits."""
 
     def __init__(self, counter: TokenCounter, min_truncated_tokens: int = 12) -> None:
         self.counter = counter

@@ -1,4 +1,5 @@
-"""Knobs of the read path. Defaults follow seed 001 (retrieval) and seed 003 (context builder).
+"""Knobs of the read path. Defaults: the original constants of hierarchical retrieval and of
+the context builder, tuned where noted.
 
 `RetrievalConfig` is a plain pydantic model: the composition root builds it (or uses the
 defaults); nothing here reads the environment.
@@ -43,7 +44,7 @@ class FindConfig(BaseModel):
     abstract_tokens: int = Field(32, ge=8, description="token cap of the L0 line of a hit")
     max_hits_per_uri: int = Field(3, ge=1)
     record_recalls: bool = True
-    # graph signal (seed 002 GraphDistance): candidates related to the best ones
+    # graph signal (graph distance): candidates related to the best ones
     graph_weight: float = Field(
         0.0, ge=0.0, description="weight of the graph ranking in the fusion (0: off)"
     )
@@ -51,7 +52,7 @@ class FindConfig(BaseModel):
 
 
 class HierarchicalConfig(BaseModel):
-    """Seed 001 HierarchicalRetriever constants. Seed values: global_top_k 3, alpha 0.5, SQL
+    """HierarchicalRetriever constants. Original values: global_top_k 3, alpha 0.5, SQL
     drill-down; the defaults (pool 20, alpha 0.7, global_top_k 5) were chosen by a sweep on
     the first three LoCoMo dev conversations (README, Retrieval)."""
 
@@ -71,7 +72,7 @@ class HierarchicalConfig(BaseModel):
 
 
 class IntentConfig(BaseModel):
-    """Seed 001 IntentAnalyzer constants."""
+    """IntentAnalyzer constants."""
 
     max_queries: int = Field(5, ge=0, le=5)
     recent_messages: int = Field(5, ge=0)
@@ -79,7 +80,7 @@ class IntentConfig(BaseModel):
 
 
 class ContextConfig(BaseModel):
-    """Seed 003 context builder constants."""
+    """Context builder constants."""
 
     default_budget: int = Field(4096, ge=1)
     system_prompt_tokens: int = Field(500, ge=0)

@@ -1,4 +1,4 @@
-"""`build_context`: a token-budgeted prompt context (seed 003).
+"""`build_context`: a token-budgeted prompt context.
 
 1. **Gather** — system prompt; the user's profile/preferences (query independent, a stable
    prefix); long-term memory and retrieved context (intent analysis → hybrid find per typed

@@ -17,7 +17,7 @@ returning the sentences that match — each citing the turns it comes from.
    cuts, so a closed fact leaves no hole; as of a date, a line reads as it did then and the
    memory's L0 line (a synthesis of what holds now) comes with it only when it held then;
 4. results are grouped by context type; each returned node records a recall (in the
-   background, seed 002: recording never slows down or fails a read).
+   background: recording never slows down or fails a read).
 
 The query is embedded on a worker thread while PostgreSQL runs the text arm.
 """
@@ -214,7 +214,7 @@ class HybridFinder:
         return hits
 
     def _graph_ranking(self, account_id: str, rows: list[CandidateRow]) -> np.ndarray | None:
-        """Seed 002 GraphDistance over the candidates: the nodes of the best `graph_seeds`
+        """Graph distance over the candidates: the nodes of the best `graph_seeds`
         chunks are at distance 0, candidates one relation away from them at 1; the ranking by
         1/(1+d) enters the fusion with `graph_weight` (None when off or nothing is related)."""
         cfg = self.config

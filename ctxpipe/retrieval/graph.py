@@ -1,4 +1,4 @@
-"""Relations as a graph: breadth-first traversal to a depth (seed 002 F6, GraphDistance).
+"""Relations as a graph: breadth-first traversal to a depth (graph distance).
 
 `ReadPath.graph` feeds it: a node's outgoing edges are read from the FS (`.relations.json`,
 the truth); its incoming edges from the replica's `relation_edges` (the FS has no reverse
@@ -31,7 +31,7 @@ class GraphNeighbour(BaseModel):
 
 
 def graph_distance_score(distance: int) -> float:
-    """Seed 002 GraphDistance: 1 at the node itself, 1/2 for a neighbour, 1/3 two hops away."""
+    """Graph distance: 1 at the node itself, 1/2 for a neighbour, 1/3 two hops away."""
     return 1.0 / (1.0 + distance)
 
 

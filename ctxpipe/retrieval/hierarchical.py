@@ -1,4 +1,4 @@
-"""Hierarchical retrieval (seed 001 HierarchicalRetriever) over the ctx:// tree.
+"""Hierarchical retrieval (HierarchicalRetriever) over the ctx:// tree.
 
 For one typed query:
 

@@ -1,4 +1,4 @@
-"""Incremental context builds (seed 003 DeltaBuilder).
+"""Incremental context builds (DeltaBuilder).
 
 A build leaves a snapshot of its session: the hash of every section, the message ids of the
 conversation, the query, budget and profile, and the assembled sections. The next build of the
@@ -21,21 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from enum import StrEnum
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from ctxpipe.client.results import Delta, UpdateStrategy
 from ctxpipe.core.caches import LockedCache
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
-
-
-class UpdateStrategy(StrEnum):
-    COMPUTE_DELTA = "compute_delta"
-    APPEND_ONLY = "append_only"
-    UPDATE_CONVERSATION_ONLY = "update_conversation_only"
-    FULL_REBUILD = "full_rebuild"
 
 
 def sha(value: Any) -> str:
@@ -68,20 +61,6 @@ class ContextSnapshot(BaseModel):
 
     def section(self, name: str) -> SectionSnapshot | None:
         return next((s for s in self.sections if s.name == name), None)
-
-
-class Delta(BaseModel):
-    strategy: UpdateStrategy
-    previous_hash: str = ""
-    current_hash: str = ""
-    new_messages: list[str] = Field(default_factory=list)
-    modified_sections: list[str] = Field(default_factory=list)
-    removed_sections: list[str] = Field(default_factory=list)
-    reused_sections: list[str] = Field(default_factory=list)
-    new_retrieval_items: list[str] = Field(default_factory=list)
-    retrieval_reused: bool = False
-    tokens_saved: int = 0
-    delta_tokens: int = 0
 
 
 class DeltaStats(BaseModel):

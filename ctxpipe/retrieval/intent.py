@@ -1,8 +1,8 @@
-"""Intent analysis (seed 001 IntentAnalyzer): a query plus the recent conversation become 0-5
+"""Intent analysis (IntentAnalyzer): a query plus the recent conversation become 0-5
 typed queries (memory / resource / skill) through the ``retrieval.intent_analysis`` prompt —
 answered by the offline rules provider or any OpenAI-compatible LLM.
 
-Seed constants: the last 5 messages, at most 5 queries, temperature 0 (the provider's setting).
+Constants: the last 5 messages, at most 5 queries, temperature 0 (the provider's setting).
 An LLM failure never fails a search: the raw query becomes one memory query and the result
 says so (``source = "fallback"``).
 """

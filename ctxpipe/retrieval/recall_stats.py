@@ -1,4 +1,4 @@
-"""Recall statistics (seed 002 F12): every node a read returns records one recall —
+"""Recall statistics: every node a read returns records one recall —
 count, accumulated score, last score, last recalled — for the retention work.
 
 Recording is best effort: a failure is logged and never fails the read. One statement per
@@ -46,7 +46,7 @@ class RecallStats(BaseModel):
         score_weight: float = 0.5,
         recency_weight: float = 0.2,
     ) -> float:
-        """Seed 002 `RecallStats::value`: ln(1+count)·wr + avg score·ws + recency·wt."""
+        """The recall value: ln(1+count)·wr + avg score·ws + recency·wt."""
         now = time.time() if now is None else now
         last = self.last_recalled_at.timestamp() if self.last_recalled_at else now
         recency = 1.0 / (1.0 + max(0.0, now - last) / 86400.0)
@@ -91,7 +91,7 @@ class RecallStatsStore:
         return self.record(account_id, ((h.uri, h.similarity) for h in hits))
 
     def record_later(self, account_id: str, items: Iterable[tuple[str, float]]) -> None:
-        """`record` on a background thread (seed 002: non-blocking); see `flush`."""
+        """`record` on a background thread (non-blocking); see `flush`."""
         batch = list(items)
         if batch:
             with self._lock:

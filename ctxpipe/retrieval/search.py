@@ -1,5 +1,5 @@
 """`search(query, session)`: intent analysis → typed queries → hierarchical retrieval each →
-one merged, grouped result (seed 001 SearchAsync)."""
+one merged, grouped result."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ class PoolSearcher:
 
 
 def scope_filters(base: FindFilters, tq: TypedQuery, agent_id: str | None) -> FindFilters:
-    """Where a typed query looks: memory → every visible memory and session (seed 001: the
+    """Where a typed query looks: memory → every visible memory and session (the
     memory root is 'across user and agent'); resource → resources; skill → the shared skills
     and the agent's own memories (cases, patterns, skills)."""
     root = f"ctx://{base.account_id}/"
@@ -115,7 +115,7 @@ class SearchEngine:
         self.retriever = HierarchicalRetriever(FinderSearcher(finder), self.config)
 
     def _retriever(self) -> HierarchicalRetriever:
-        """The seed 001 retriever, over a fresh pool of find's hits when pooling."""
+        """The hierarchical retriever, over a fresh pool of find's hits when pooling."""
         if self.config.pool:
             return HierarchicalRetriever(PoolSearcher(self.finder, self.config.pool), self.config)
         return self.retriever

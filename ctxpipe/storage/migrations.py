@@ -20,6 +20,7 @@ import psycopg
 from psycopg import sql
 
 from ctxpipe.core.errors import StorageError
+from ctxpipe.resources import ResourceNotFoundError, resource_dir
 from ctxpipe.storage.db import connect_error
 
 log = logging.getLogger(__name__)
@@ -58,16 +59,12 @@ class MigrationStatus:
 
 
 def default_sql_dir() -> Path:
-    """`sql/` of the source checkout, else `./sql` (e.g. a container's working directory)."""
-    candidates = [Path(__file__).resolve().parents[2] / "sql", Path.cwd() / "sql"]
-    for cand in candidates:
-        if cand.is_dir():
-            return cand
-    raise MigrationError(
-        "cannot find the sql/ migrations directory (looked in "
-        + ", ".join(str(c) for c in candidates)
-        + ")"
-    )
+    """`sql/` as shipped in the package (`ctxpipe.resources`); the working directory plays no
+    part, so `ctxpipe db migrate` runs the same from anywhere."""
+    try:
+        return resource_dir("sql")
+    except ResourceNotFoundError as exc:
+        raise MigrationError(str(exc)) from exc
 
 
 def load_migrations(sql_dir: Path | None = None) -> list[Migration]:

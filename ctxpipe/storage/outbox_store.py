@@ -1,4 +1,4 @@
-"""OutboxStore: the `outbox_events` table that drives the index replica (seed 004 §14).
+"""OutboxStore: the `outbox_events` table that drives the index replica.
 
 Write side (commit phase 5, repair): `append_batch` with deterministic ids.
 Claim side (index workers): `claim_batch` (``FOR UPDATE SKIP LOCKED`` + a lease), `mark_done`,

@@ -1,4 +1,4 @@
--- The claim side of the outbox (seed 004 §14.3), used by the index workers.
+-- The claim side of the outbox, used by the index workers.
 -- An event is due when it is pending, or failed with its backoff elapsed, or claimed by a
 -- worker whose lease expired (that worker is presumed lost: the attempt counts as a failure;
 -- the last attempt's expiry is left to outbox_reclaim, which marks it dead).

@@ -142,7 +142,7 @@ LIMIT %(limit)s
 
 -- name: retrieval_edges_among
 -- The relation edges (either direction) between the seed nodes and the other candidates of a
--- find: the graph signal (seed 002 GraphDistance, one hop).
+-- find: the graph signal (graph distance, one hop).
 SELECT from_uri, to_uri
 FROM {{schema}}.relation_edges
 WHERE account_id = %(account)s

@@ -19,7 +19,7 @@ WHERE account_id = %(account)s AND uri = ANY(%(uris)s)
 ORDER BY uri
 
 -- name: recall_lowest_value
--- The least valuable recalled nodes of an account (retention candidates), seed 002 value().
+-- The least valuable recalled nodes of an account (retention candidates), by their recall value.
 SELECT uri, recall_count, total_score, last_score, first_recalled_at, last_recalled_at,
        ln(1 + recall_count) * %(w_recall)s
        + (total_score / greatest(recall_count, 1)) * %(w_score)s

@@ -40,6 +40,7 @@ COMPONENTS = {
     "worker-maintenance",
     "beat",
     "flower",
+    "api",
     "supervisor",
 }
 
@@ -118,6 +119,7 @@ def dev_env(stack_dir: Path) -> Iterator[dict[str, str]]:
         CTXPIPE_DATABASE_URL=f"postgresql://ctxpipe@127.0.0.1:{free_port()}/ctxpipe",
         CTXPIPE_REDIS_URL=f"redis://127.0.0.1:{free_port()}/0",
         CTXPIPE_FLOWER_PORT=str(free_port()),
+        CTXPIPE_API_PORT=str(free_port()),
         CTXPIPE_FLOWER_USER="tester",
         CTXPIPE_FLOWER_PASSWORD=secrets.token_hex(8),
     )
@@ -185,6 +187,12 @@ def test_dev_up_status_flower_idempotent_down(stack_dir: Path, dev_env: dict[str
     auth = ("tester", dev_env["CTXPIPE_FLOWER_PASSWORD"])
     assert httpx.get(url, auth=auth, timeout=10).status_code == 200
 
+    # ---------------------------------------------------------------- the HTTP API
+    api = f"http://127.0.0.1:{dev_env['CTXPIPE_API_PORT']}"
+    assert comps["api"]["endpoint"] == api + "/"
+    ready = httpx.get(f"{api}/readyz", timeout=10)
+    assert ready.status_code == 200, ready.text
+
     # ---------------------------------------------------------------- demo through Celery
     session = stack_dir / "session.json"
     session.write_text(json.dumps(SESSION), encoding="utf-8")
@@ -220,7 +228,8 @@ def test_dev_up_status_flower_idempotent_down(stack_dir: Path, dev_env: dict[str
     assert {n: c["pid"] for n, c in second.items()} == {n: c["pid"] for n, c in first.items()}
     assert second["postgres"]["detail"].endswith("schema up to date")
     text_status = run_cli(dev_env, stack_dir, "dev", "status")
-    assert text_status.returncode == 0 and "9/9 running" in text_status.stdout
+    running = f"{len(COMPONENTS)}/{len(COMPONENTS)} running"
+    assert text_status.returncode == 0 and running in text_status.stdout
 
     # ---------------------------------------------------------------- supervisor
     # a whole worker node SIGKILLed (parent and pool children) comes back by itself
@@ -247,6 +256,11 @@ def test_dev_up_status_flower_idempotent_down(stack_dir: Path, dev_env: dict[str
     print(f"dev down: {down.elapsed:.1f}s")
     survivors = sorted(p for p in all_pids if pid_alive(p))
     assert not survivors, f"processes left behind by `dev down`: {survivors}"
+    # the API went with the rest: its port is free for the next `dev up` (which, like any
+    # server, reuses an address whose old connections linger in TIME_WAIT)
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("127.0.0.1", int(dev_env["CTXPIPE_API_PORT"])))
     leftovers = stack_processes(str(stack_dir))
     assert not leftovers, f"processes still using the stack dir: {leftovers}"
     after = as_json(run_cli(dev_env, stack_dir, "dev", "status", "--json"), "dev status")
@@ -272,7 +286,8 @@ def test_dev_up_without_redis_binary_fails_in_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "var" / "dev" / "pg").exists(), "started PostgreSQL before failing"
 
 
-def test_dev_up_refuses_busy_flower_port(tmp_path: Path) -> None:
+@pytest.mark.parametrize("component", ["flower", "api"])
+def test_dev_up_refuses_a_busy_port_in_one_line(tmp_path: Path, component: str) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -280,14 +295,17 @@ def test_dev_up_refuses_busy_flower_port(tmp_path: Path) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CTXPIPE_")}
         env.update(
             CTXPIPE_VAR_DIR=str(tmp_path / "var"),
-            CTXPIPE_FLOWER_PORT=str(port),
+            CTXPIPE_FLOWER_PORT=str(free_port()),
+            CTXPIPE_API_PORT=str(free_port()),
             CTXPIPE_REDIS_URL=f"redis://127.0.0.1:{free_port()}/0",
             CTXPIPE_DATABASE_URL=f"postgresql://ctxpipe@127.0.0.1:{free_port()}/ctxpipe",
         )
+        env[f"CTXPIPE_{component.upper()}_PORT"] = str(port)
         proc = run_cli(env, tmp_path, "dev", "up", timeout=60)
     assert proc.returncode == 2
     assert f"port {port} on 127.0.0.1 is in use" in proc.stderr
-    assert "CTXPIPE_FLOWER_PORT" in proc.stderr
+    assert f"CTXPIPE_{component.upper()}_PORT" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     assert not (tmp_path / "var" / "dev" / "pg").exists()
 
 
@@ -301,6 +319,7 @@ def test_up_that_never_gets_ready_fails_clearly_and_down_cleans_up(stack_dir: Pa
             database_url=f"postgresql://ctxpipe@127.0.0.1:{free_port()}/ctxpipe",
             redis_url=f"redis://127.0.0.1:{free_port()}/0",
             flower_port=free_port(),
+            api_port=free_port(),
         ),
         probe=lambda nodes: set(),  # no worker ever answers
     )

@@ -187,6 +187,14 @@ def test_rate_limit_is_per_key_and_shared_through_redis(
             assert c2.get("/v1/commits/x", headers=auth(a)).status_code == 429
 
 
+def test_the_served_openapi_document_is_the_one_the_docs_are_built_from(world: ApiWorld) -> None:
+    from ctxpipe.api.app import openapi_document
+
+    served = world.client.get("/openapi.json").json()
+    assert served == openapi_document()
+    assert "/v1/find" in served["paths"] and "FindResult" in served["components"]["schemas"]
+
+
 def test_health_readiness_and_metrics(world: ApiWorld) -> None:
     c = world.client
     assert c.get("/healthz").json() == {"status": "ok", "checks": {}}

@@ -1,4 +1,4 @@
-"""Bad input, as a hostile or careless producer sends it (issue 9, item 5).
+"""Bad input, as a hostile or careless producer sends it.
 
 One table: every case goes through the CLI (`ctxpipe commit FILE`, mostly `--inline`) against a
 real PostgreSQL, and must either fail with ONE clear error line on stderr and leave the FS, the

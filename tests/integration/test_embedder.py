@@ -189,3 +189,20 @@ def test_span_batches_match_one_by_one(emb: SentenceTransformerEmbedder) -> None
     with pytest.raises(EmbeddingError, match="one list of spans per text"):
         emb.encode_spans(["a", "b"], [[]])
     assert emb.encode_spans([], []) == []
+
+
+def test_spans_of_eight_texts_in_one_batch() -> None:
+    """Late chunking reads eight texts in one model batch (`encode(output_value=None)`): the
+    sentence-transformers releases that index a per-batch string field per text fail here
+    with IndexError past the fourth text (pyproject excludes them). Each row is the same as
+    the text's alone."""
+    wide = SentenceTransformerEmbedder(PACKAGED_MODEL, device="cpu", batch_size=8)
+    texts = [f"Text {i}: Ann moved the DAG to the {i}th scheduler slot. {TWO}" for i in range(8)]
+    spans = [[[(0, 7)], [(8, 40)]] for _ in texts]
+    rows = wide.encode_spans(texts, spans)
+    assert [len(r) for r in rows] == [3] * 8
+    for text, sp, row in zip(texts, spans, rows, strict=True):
+        [alone] = wide.encode_spans([text], [sp])
+        for x, y in zip(row, alone, strict=True):
+            assert cosine(x, y) > 0.9999
+    assert cosine(rows[0][1], rows[7][1]) < 0.9999  # the spans differ per text

@@ -198,6 +198,24 @@ def test_cli_commands(service: ContextEngineService) -> None:
     res = runner.invoke(app, ["read", "ctx://acme/users/bob/memories/profile", *who], env=env)
     assert res.exit_code == 2 and "another owner" in res.output
 
+    # one identity rule: a URI that names the account and the user stands for -a and -u
+    profile = "ctx://acme/users/alice/memories/profile"
+    implied = runner.invoke(app, ["read", profile, "--agent", "helper", "-l", "0"], env=env)
+    explicit = runner.invoke(app, ["read", profile, *who, "-l", "0"], env=env)
+    assert implied.exit_code == 0 and explicit.exit_code == 0, implied.output
+    assert implied.output == explicit.output and implied.output.strip()
+    res = runner.invoke(
+        app, ["find", "psycopg2 scheduler", "--scope", "ctx://acme/users/alice/", "--json"], env=env
+    )
+    assert res.exit_code == 0, res.output
+    assert all(h["uri"].startswith(profile.rsplit("/", 2)[0]) for h in _hits(res.output))
+    res = runner.invoke(app, ["tags", "--json"], env=env)
+    assert res.exit_code == 2 and "name the account" in res.output
+
+
+def _hits(output: str) -> list[dict[str, object]]:
+    return [h for hits in json.loads(output)["groups"].values() for h in hits]
+
 
 def test_relation_graph_to_a_depth(service: ContextEngineService) -> None:
     from typer.testing import CliRunner

@@ -1,4 +1,4 @@
-"""Tenancy as a property (issue 9, item 6).
+"""Tenancy as a property.
 
 Hypothesis generates commits — through the service, in process — for accounts A and B, users
 and agents within them, on session ids that several users may name; the memory is indexed;

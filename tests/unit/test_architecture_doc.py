@@ -56,10 +56,10 @@ def concepts() -> list[tuple[str, str]]:
     return out
 
 
-def test_the_table_names_the_seed_concepts() -> None:
+def test_the_table_names_the_core_concepts() -> None:
     named = {c for c, _ in concepts()}
     assert len(named) >= 40
-    for seed_concept in (
+    for core_concept in (
         "CommitCoordinator",
         "ArchiveBuilder",
         "CandidatePipeline",
@@ -76,7 +76,7 @@ def test_the_table_names_the_seed_concepts() -> None:
         "BudgetAllocator",
         "ContextEngineService",
     ):
-        assert seed_concept in named
+        assert core_concept in named
 
 
 def test_each_concept_lives_in_the_module_the_table_names() -> None:

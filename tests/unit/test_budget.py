@@ -1,4 +1,4 @@
-"""Token budgets (seed 003): allocation, profiles, the long-conversation adjustment, priority
+"""Token budgets: allocation, profiles, the long-conversation adjustment, priority
 ranking and truncation, real token counts. No servers."""
 
 from __future__ import annotations

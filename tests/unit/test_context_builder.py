@@ -1,5 +1,5 @@
 """build_context without servers: retrieval results are given, expansions read a real FS.
-Budgets are checked with the real tokenizer; incremental builds per seed 003."""
+Budgets are checked with the real tokenizer; incremental builds reuse the unchanged sections."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hierarchical retrieval (seed 001) against an in-memory tree: drill-down order, score
+"""Hierarchical retrieval against an in-memory tree: drill-down order, score
 propagation, convergence, the trajectory. No servers."""
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class TreeSearcher:
         return sorted(own + kids, key=lambda h: -h.score)[:top_k]
 
 
-# the seed 001 constants (the shipped defaults were tuned on LoCoMo; the algorithm is the same)
+# the original constants (the shipped defaults were tuned on LoCoMo; the algorithm is the same)
 SEED = HierarchicalConfig(global_top_k=3, alpha=0.5, pool=0)
 
 

@@ -1,4 +1,4 @@
-"""Intent analysis glue (seed 001 IntentAnalyzer) over the offline rules provider, plus the
+"""Intent analysis glue (IntentAnalyzer) over the offline rules provider, plus the
 merge of typed-query results and their scopes. No servers."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def test_recent_messages_resolve_pronouns_and_are_capped() -> None:
         {"id": "m10", "role": "user", "content": "ignored", "injected": True}
     )  # recalled text is never sent back
     res = IntentAnalyzer(llm).analyze_sync("Where does he work now?", recent)
-    assert len(llm.variables["recent_messages"]) == 5  # seed 001: TakeLast(5)
+    assert len(llm.variables["recent_messages"]) == 5  # the last 5 messages only
     assert all(m["content"] != "ignored" for m in llm.variables["recent_messages"])
     assert llm.variables["max_queries"] == 5
     assert "Marco" in res.queries[0].query

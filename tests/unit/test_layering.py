@@ -1,4 +1,4 @@
-"""The layering of DESIGN §2: the library never imports Celery; only the CLI (the composition
+"""The layering of the library: it never imports Celery; only the CLI (the composition
 root) may reach `tasks`, and only lazily inside a function; dependencies point one way, down
 the floors, and no modules import each other in a circle.
 
@@ -16,10 +16,14 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[2] / "ctxpipe"
 DOC = PKG.parent / "docs" / "ARCHITECTURE.md"
 
-# DESIGN §2: core ← fs/providers/storage ← extraction/commit/index/retrieval/maintenance ←
+# core ← client/fs/providers/storage ← extraction/commit/index/retrieval/maintenance ←
 # service/runtime ← the edges. A module may import from its own floor or any floor below.
 FLOORS: dict[str, int] = {
     "core": 0,
+    "resources": 0,  # finds the shipped sql/ and prompts/ directories
+    # the HTTP client and the /v1 request and response bodies: the API and the read path
+    # import its models, it imports nothing but `core` (an agent installs httpx + pydantic)
+    "client": 1,
     "fs": 1,
     "providers": 1,
     "storage": 1,
@@ -31,13 +35,24 @@ FLOORS: dict[str, int] = {
     "service": 3,
     "runtime": 3,
     "devstack": 3,  # the local dev stack: composes the floors below for `ctxpipe dev`
-    # the edges: the command (and `python -m ctxpipe`), the HTTP API, its client, the MCP server
+    # the edges: the command (and `python -m ctxpipe`), the HTTP API, the MCP server
     "cli": 4,
     "__main__": 4,
     "api": 4,
-    "client": 4,
     "mcp_server": 4,
 }
+
+# What the client side (the client and the MCP server over it) may import of ctxpipe: itself
+# and the shared models of `core`, which import pydantic and nothing else.
+CLIENT_SIDE = ("ctxpipe.client", "ctxpipe.mcp_server")
+CLIENT_MAY_IMPORT = (
+    "ctxpipe.client",
+    "ctxpipe.core",
+    "ctxpipe.core.enums",
+    "ctxpipe.core.errors",
+    "ctxpipe.core.models",
+    "ctxpipe.core.session",
+)
 
 
 def imports(path: Path) -> list[tuple[str, bool]]:
@@ -189,6 +204,21 @@ def test_no_module_imports_from_a_higher_floor() -> None:
         if FLOORS[package_of(dep)] > FLOORS[package_of(mod)]
     ]
     assert upward == []
+
+
+def test_the_client_side_imports_only_the_client_and_the_shared_models() -> None:
+    graph = ctxpipe_graph()
+    client_side = [m for m in graph if m.startswith(CLIENT_SIDE)]
+    assert "ctxpipe.client.sync" in client_side and "ctxpipe.mcp_server.server" in client_side
+    reached = {dep for mod in client_side for dep in graph[mod]}
+    assert "ctxpipe.client.models" in reached and "ctxpipe.core.session" in reached
+    outside = sorted(
+        dep for dep in reached if dep not in CLIENT_MAY_IMPORT and not dep.startswith(CLIENT_SIDE)
+    )
+    assert outside == []
+    # and the shared models stay shared: no ctxpipe import beyond themselves
+    shared = [m for m in CLIENT_MAY_IMPORT if m.startswith("ctxpipe.core.")]
+    assert sorted(d for m in shared for d in graph[m] if d not in CLIENT_MAY_IMPORT) == []
 
 
 def test_no_modules_import_each_other_in_a_circle() -> None:

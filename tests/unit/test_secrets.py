@@ -1,4 +1,4 @@
-"""Secrets (issue 9, item 7): passwords come only from the environment — compose refuses to
+"""Secrets: passwords come only from the environment — compose refuses to
 start without them and holds no default — and Flower always has basic auth."""
 
 from __future__ import annotations

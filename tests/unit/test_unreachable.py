@@ -1,5 +1,5 @@
 """An unreachable database or broker fails a call within a few seconds, in one line, without
-the password (issue 9, item 0) — for CLI commands and for service calls."""
+the password — for CLI commands and for service calls."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ctx:// URI semantics (seed 001 "AevatarUri 行为要点") and traversal protection."""
+"""ctx:// URI semantics and traversal protection."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Error semantics of seed 004 §15.3: phases 1-3 write nothing, 4 may be partial, 5 never fails."""
+"""Error semantics of a commit: phases 1-3 write nothing, 4 may be partial, 5 never fails."""
 
 from __future__ import annotations
 

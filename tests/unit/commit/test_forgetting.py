@@ -1,4 +1,4 @@
-"""Forgetting (seed 002 F9-F11): TTL, capacity and value policies with an injected clock; a
+"""Forgetting: TTL, capacity and value policies with an injected clock; a
 forgotten node leaves the FS with a tombstone in its history and a DELETE_CONTEXT event."""
 
 from __future__ import annotations

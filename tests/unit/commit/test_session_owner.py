@@ -1,4 +1,4 @@
-"""A session belongs to the user and agent whose commit first wrote to it (issue 9, item 0):
+"""A session belongs to the user and agent whose commit first wrote to it:
 another user's commit naming it is refused before anything is written, a commit id is looked
 up only within the session's owner, and `used_contexts` resolve only what the committer may
 read."""

@@ -1,4 +1,4 @@
-"""Tags (seed 002 F13): 3-8 atomic lowercase tags per memory, reused before created."""
+"""Tags: 3-8 atomic lowercase tags per memory, reused before created."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxpipe.providers.rules.facts import parse_lines
+from ctxpipe.providers.rules.lines import parse_lines
 from ctxpipe.providers.rules.text import containment, jaccard, token_set
 
 APPEND_ONLY = frozenset({"events", "cases"})

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ctxpipe.providers.rules.grammar import to_third_person
 from ctxpipe.providers.rules.inputs import Msg, Tool
+from ctxpipe.providers.rules.speech import rewrite
 from ctxpipe.providers.rules.text import (
     STOPWORDS,
     is_bullet,
@@ -101,7 +101,7 @@ def extract_patterns(messages: list[Msg], tools: list[Tool]) -> list[dict[str, A
             continue
         seen.add(key)
         told = [
-            to_third_person(normalize_space(s)) if msg.is_user else normalize_space(s)
+            rewrite(normalize_space(s), "the user").text if msg.is_user else normalize_space(s)
             for s in steps
         ]
         stated = (

@@ -15,8 +15,8 @@ from typing import Any
 
 from ctxpipe.providers.rules.inputs import Msg, Tool
 from ctxpipe.providers.rules.text import (
-    PHRASE_BREAKERS,
     STOPWORDS,
+    is_breaker,
     normalize_space,
     stem,
     tokenize,
@@ -34,7 +34,7 @@ def _keywords(texts: list[str], k: int = 6) -> list[str]:
             t = tok.strip("-")
             if (
                 len(t) < 3
-                or t in PHRASE_BREAKERS
+                or is_breaker(t)
                 or t in NOISE
                 or t.isdigit()
                 or re.fullmatch(r"[\d.,:%/-]+\w{0,3}", t)

@@ -10,6 +10,8 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+from lemminflect import getAllLemmas
+
 from ctxpipe.core.text import (
     MAX_SENTENCE_CHARS,
     STOPWORDS,
@@ -24,33 +26,17 @@ from ctxpipe.core.text import (
 )
 from ctxpipe.core.text import cased_tokens as words
 from ctxpipe.core.text import split_sentences as core_split_sentences
-from ctxpipe.providers.rules.grammar import IRREGULAR_PAST
 
-# Frequent verbs / adverbs / adjectives that end a noun phrase (RAKE-style phrase delimiters).
-PHRASE_BREAKERS = STOPWORDS | frozenset(
-    """add added adding agree agreed allow ask asked be become began begin believe bring build
-    built buy call called came change changed check checked choose chose come consider could
-    create created decide decided did do does done feel felt find found fix fixed fixing gave
-    get getting give go goes going gone good great had happen happened has have hear heard help
-    helped hope keep kept know knew let like liked look looked looking love loved make made
-    making mean meant meet met move moved need needed needs new old open prefer preferred put
-    ran read run running runs said saw say says see seem seemed seems set show showed start
-    started starting stop stopped suggest take taken tell think thought told took tried try
-    trying turn turned understand use used uses using want wanted wants went work worked working
-    works write wrote also always never usually often sometimes typically currently recently
-    finally first then next last later soon again instead exactly pretty definitely perfect
-    nice cool awesome fine glad happy sorry hard easy better best worse worst big small little
-    many several few enough able sure true false certain main same different quick quickly
-    slow slowly book booked keep keeps keeping fail fails failing failed crash crashes
-    crashed crashing getting stays stay seems sounds sound two three four five six seven
-    eight nine ten minutes hours days weeks months years minute hour day week month year
-    morning evening night monday tuesday wednesday thursday friday saturday sunday january
-    february march april june july august september october november december near across
-    along behind beside inside outside toward towards around among despite onto beyond supports
-    support offers offer includes include provides provide requires require allows allow
-    contains contain takes take gives give rejects reject rejecting validates validate hit hits
-    picks pick updates update stand""".split()
-)
+
+def is_breaker(word: str) -> bool:
+    """Does `word` end a noun phrase? Function words, numbers and the words the lexicon knows
+    only as verbs, adverbs or adjectives do (RAKE-style phrase delimiters, by part of speech)."""
+    lw = word.lower().replace("’", "'")
+    if lw in STOPWORDS or lw.isdigit():
+        return True
+    pos = getAllLemmas(lw)
+    return bool(pos) and "NOUN" not in pos and "PROPN" not in pos
+
 
 CHITCHAT = frozenset(
     """hi hello hey yo thanks thank thx ty you ok okay cool great nice good morning evening night
@@ -116,13 +102,7 @@ def phrases(sentence: str, max_len: int = 4) -> list[str]:
     for chunk in re.split(r"[,;:!?()\[\]{}\"“”]|\s[-–—]\s|\.(?:\s|$)", sentence):
         for w in words(chunk):
             lw = w.lower().replace("’", "'")
-            breaker = (
-                lw in PHRASE_BREAKERS
-                or lw in IRREGULAR_PAST
-                or (lw.endswith(("ly", "ed")) and len(lw) > 4 and lw.isalpha() and w.islower())
-                or lw.isdigit()
-            )
-            if breaker:
+            if is_breaker(lw):
                 if run:
                     out.append(" ".join(run[-max_len:]))
                 run = []
@@ -135,7 +115,7 @@ def phrases(sentence: str, max_len: int = 4) -> list[str]:
 
 
 def head_noun(phrase: str) -> str:
-    ws = [w for w in words(phrase) if w.lower() not in PHRASE_BREAKERS]
+    ws = [w for w in words(phrase) if not is_breaker(w)]
     return ws[-1] if ws else phrase
 
 
@@ -186,7 +166,7 @@ __all__ = [
     "CHITCHAT",
     "HEDGES",
     "MAX_SENTENCE_CHARS",
-    "PHRASE_BREAKERS",
+    "is_breaker",
     "STOPWORDS",
     "containment",
     "content_tokens",

@@ -1,0 +1,382 @@
+"""What a speaker says about themselves, one statement per sentence, and what it is about.
+
+A sentence of a user message is a *statement* when it is not a question, has at least
+`MIN_CONTENT` content words besides the speakers' names, and either speaks of its speaker
+(a first-person word: `speech.rewrite` puts it in the third person with the speaker's name)
+or names something (a capitalised name that is not a speaker's). Its category follows from its
+grammar, not from phrasings:
+
+- a statement whose main verb is an attitude (like, love, prefer, want, need …) or that names
+  a favourite is a *preference*;
+- one whose main verb is in the past tense, or that carries a date, is an *event*;
+- the others (present states and habits: "is a nurse", "has two kids", "plays the cello")
+  are *profile*;
+- every name it carries makes it a line of that name's *entity* memory as well.
+
+Cardinality: a statement is about a single-valued attribute (`SLOTS`: home, work, name, the
+style of the replies the user wants) when its main verb or its words name that attribute;
+everything else accumulates. `topic_words` are the words that say what a statement is about
+(its content words minus attitude verbs, auxiliaries, change cues and names): two statements
+share a topic when they share one.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from datetime import date
+from functools import lru_cache
+
+from lemminflect import getInflection
+
+from ctxpipe.providers.rules.dates import resolve, strip_dates
+from ctxpipe.providers.rules.inputs import Msg
+from ctxpipe.providers.rules.speech import (
+    has_first_person,
+    is_adverb_only,
+    lemmas,
+    rewrite,
+    verb_lemma,
+)
+from ctxpipe.providers.rules.text import STOPWORDS, content_tokens, is_question, stem
+
+MIN_CONTENT = 3  # content words a sentence needs (one fewer when it is about its speaker)
+ATTITUDE = frozenset("like love enjoy prefer hate dislike want need wish adore fancy mind".split())
+FAVOURITE = frozenset({"favorite", "favourite", "rather"})
+# single-valued attributes: the verbs that state them and the nouns that name them
+SLOTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "home": (frozenset("live move relocate reside base".split()), frozenset({"hometown"})),
+    "work": (
+        frozenset("work join lead manage employ hire".split()),
+        frozenset("job employer career profession occupation".split()),
+    ),
+    "name": (frozenset({"call"}), frozenset({"name"})),
+    "response style": (
+        frozenset(),
+        frozenset("answer reply response explanation summary".split()),
+    ),
+}
+# words that say a statement replaces an earlier one on its topic
+CHANGE_CUES = ("anymore", "any more", "no longer", "now", "instead", "these days", "nowadays")
+CHANGE_VERBS = frozenset("stop quit switch change leave become".split())
+_WORD_RE = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*")
+_GENERIC = frozenset("be have do get go make take thing lot really".split())
+
+
+@lru_cache(maxsize=65536)
+def lemma(word: str) -> str:
+    """The dictionary form of `word`: an inflected verb's verb ("lives" → live), else its noun,
+    verb or adjective lemma."""
+    pos = lemmas(word)
+    verb = pos.get("VERB")
+    if verb and verb[0] != word.lower():
+        return verb[0]
+    for tag in ("NOUN", "VERB", "AUX", "ADJ"):
+        if tag in pos:
+            return pos[tag][0]
+    return word.lower()
+
+
+def word_lemmas(text: str) -> set[str]:
+    return {lemma(w) for w in _WORD_RE.findall(text.replace("\u2019", "'"))}
+
+
+_SUBJECT_WORDS = frozenset({"the", "user", "and", "others", "they"})
+
+
+def subject_verb(text: str) -> tuple[str, bool]:
+    """(the lemma of the main verb of a third-person statement, whether its subject is the
+    speaker): "Ana doesn't need …" → (need, True); "prefers short answers" → (prefer, True);
+    "The user's sister Hannah lives in Cork" → (live, False). A lead-in before a colon ("Big
+    news: …") is skipped; the subject is the speaker when it is only a name or "the user"."""
+    head, colon, rest = text.partition(": ")
+    body = rest if colon and len(head.split()) <= 4 else text
+    words = _WORD_RE.findall(body.replace("\u2019", "'"))
+    start = 0  # past the subject: a name, a possessive, "the user", "and others"
+    while start < len(words):
+        w = words[start]
+        subject_word = w.lower() in _SUBJECT_WORDS or w.endswith("'s")
+        if not subject_word and not (w[:1].isupper() and verb_lemma(w) is None):
+            break
+        start += 1
+    own = not any(w.endswith("'s") for w in words[:start])
+    found = ""
+    for w in words[start : start + 6]:
+        low = w.lower()
+        if low in ("not", "no", "longer", "never") or is_adverb_only(low):
+            continue
+        low = low[:-3] if low.endswith("n't") else low
+        lem = verb_lemma({"doesn": "does", "ca": "can", "wo": "will"}.get(low, low))
+        if lem is None:
+            break
+        found = lem
+        if lem not in ("be", "have", "do", "will", "would", "can", "could", "should", "must"):
+            break
+    return found, own and bool(found)
+
+
+def main_verb(text: str) -> str:
+    """The lemma of the main verb of a third-person statement ("" when none is found)."""
+    return subject_verb(text)[0]
+
+
+# what someone is at an organisation: "is a nurse at St. Mary's", "is Alice, a data engineer at"
+_ROLE_AT_RE = re.compile(r"\b(?:is|was|am)\b[^.;]*?\ban?\s+(?:[\w-]+\s+){0,3}?at\s+[A-Z]")
+# a noun the subject owns ("the user's job", "their new job")
+_OWN_RE = re.compile(r"(?:'s|\btheir)\s+([a-z]+)(?:\s+([a-z]+))?")
+
+
+def verbs_of(text: str) -> set[str]:
+    """The main verb of `text` and the verbs coordinated with it ("left Berlin and moved to
+    Munich" → leave, move)."""
+    found = {main_verb(text)}
+    for m in re.finditer(r"\band\s+(?:then\s+)?([a-z]+)", text):
+        lem = verb_lemma(m.group(1))
+        if lem and lem != m.group(1) and "NOUN" not in lemmas(m.group(1)):
+            found.add(lem)
+    return found
+
+
+def slot_of(text: str) -> str | None:
+    """The single-valued attribute a statement is about (None: it accumulates): a verb of the
+    speaker states it ("lives", "moved", "works"), a noun the speaker owns names it ("the
+    user's job"), it says what the speaker is at an organisation ("is a nurse at St. Mary's"),
+    or it is an attitude to the replies the speaker gets ("prefers short answers")."""
+    _, own = subject_verb(text)  # a verb of someone else (a sister's home) is not the speaker's
+    words = word_lemmas(text)
+    verbs = verbs_of(text) if own else set()
+    owned = {
+        lemma(w)
+        for m in _OWN_RE.finditer(text)
+        if _owner_is_subject(text, m)
+        for w in m.groups()
+        if w
+    }
+    if own and _ROLE_AT_RE.search(text):
+        return "work"
+    for name, (slot_verbs, nouns) in SLOTS.items():
+        if name == "response style":
+            if nouns & words and (words & ATTITUDE or verbs & ATTITUDE):
+                return name
+        elif verbs & slot_verbs or owned & nouns:
+            return name
+    return None
+
+
+def _owner_is_subject(text: str, m: re.Match[str]) -> bool:
+    """Is the owner of a possessive the statement's subject ("The user's job", "their job";
+    not "The user's sister Hannah's job")?"""
+    if m.group(0).startswith("their"):
+        return True
+    before = _WORD_RE.findall(text[: m.start()].rsplit(":", 1)[-1])
+    return bool(before) and all(w.lower() in _SUBJECT_WORDS or w[:1].isupper() for w in before)
+
+
+def is_change(text: str) -> bool:
+    low = f" {text.lower()} "
+    cue = any(re.search(rf"\b{c}\b", low) for c in CHANGE_CUES)
+    return cue or main_verb(text) in CHANGE_VERBS
+
+
+def is_negated(text: str) -> bool:
+    low = text.lower().replace("\u2019", "'")
+    return bool(re.search(r"\b(?:not|never|no longer|no more)\b|n't\b", low))
+
+
+def topic_words(text: str, names: Iterable[str] = ()) -> set[str]:
+    """Stems of the lemmas of what `text` is about (attitudes, auxiliaries, cues, names and
+    function words left out)."""
+    skip = {n.lower() for name in names for n in name.split()}
+    skip |= ATTITUDE | _GENERIC | CHANGE_VERBS | set(STOPWORDS)
+    skip |= {c for cue in CHANGE_CUES for c in cue.split()} | {"user", "others"}
+    words = _WORD_RE.findall(strip_dates(text).replace("\u2019", "'"))
+    if words and words[0][:1].isupper():  # the subject's name
+        skip.add(words[0].lower().removesuffix("'s"))
+    out = set()
+    for w in words:
+        low = w.lower().removesuffix("'s")
+        if low in skip or lemma(low) in skip or low.isdigit() or is_adverb_only(low):
+            continue
+        if low not in skip:
+            out.add(stem(lemma(low)))
+    return out
+
+
+@dataclass
+class Statement:
+    msg: Msg
+    text: str  # third person, relative dates resolved
+    kind: str  # "profile" | "preferences" | "events" | "" (not about the speaker)
+    verb: str = ""
+    day: date | None = None
+    names: list[str] = field(default_factory=list)
+
+    @property
+    def line(self) -> str:
+        return f"- {self.text} [{self.msg.id}]"
+
+
+_PRESENT_AUX = frozenset("'m 'm 've 'll 'd am is are have has will can do does".split())
+_PAST_AUX = frozenset("was were had did could".split())
+
+
+def _is_past(sentence: str, verb: str) -> bool:
+    """Is the clause in the past tense? Its first finite verb — the auxiliary after a
+    first-person subject ("I've got": present, "I had": past), else the main verb's form,
+    else the first verb form that is not a base form — is a past form."""
+    text = sentence.replace("\u2019", "'")
+    m = re.search(
+        r"\b(?:I|we|We)(?:\s+(?:just|really|also|still|never|already))?(\s+\w+|'\w+)", text
+    )
+    if m:
+        aux = m.group(1).strip().lower()
+        if aux in _PRESENT_AUX or aux.startswith("'"):
+            return False
+        if aux in _PAST_AUX:
+            return True
+    for w in _WORD_RE.findall(text):
+        low = w.lower()
+        lem = verb_lemma(low)
+        if lem is None or (verb and lem != verb) or low in ("is", "are", "has", "am"):
+            if verb == "" and low in ("is", "are", "has", "am", "will", "can"):
+                return False
+            continue
+        if lem == low and not verb:
+            continue
+        return low in (getInflection(lem, tag="VBD") or ())
+    return False
+
+
+_PARTICLE = r"(?:da|de|del|der|di|do|dos|du|la|le|of|the|van|von)"  # inside a name
+_NAME_RUN_RE = re.compile(rf"\b[A-Z][\w'’-]*\.?(?:\s+(?:{_PARTICLE}\s+)?[A-Z][\w'’-]*\.?)*")
+
+
+def names_in(
+    sentence: str, exclude: Iterable[str] = (), known: AbstractSet[str] = frozenset()
+) -> list[str]:
+    """Capitalised names in `sentence` (runs of capitalised words: "St. Mary's Hospital"). A
+    capital at the start of a sentence says nothing: a sentence-initial word is part of a name
+    only when the run goes on ("Amy Ellis Nutt") or the word is `known` as a name (seen
+    capitalised inside a sentence)."""
+    skip = {w.lower() for name in exclude for w in name.split()}
+    start = len(sentence) - len(sentence.lstrip(" \"'“‘(-"))
+    out: list[str] = []
+    for m in _NAME_RUN_RE.finditer(sentence):
+        words = m.group(0).split()
+        if m.start() == start and words[0].rstrip(".") not in known:
+            if len(words) == 1 or lemmas(words[0]) or words[0].lower() in STOPWORDS:
+                words = words[1:]
+        words = [w for w in words if not _is_speaker(re.split(r"['’.]", w)[0], skip)]
+        words = [w for w in words if not _calendar_word(w.rstrip("."))]
+        name = " ".join(words).rstrip(".").removesuffix("'s").removesuffix("’s").strip("'’")
+        if len(name) > 1 and not name.isupper():
+            out.append(name)
+    return list(dict.fromkeys(out))
+
+
+def inner_names(messages: list[Msg]) -> set[str]:
+    """The words written with a capital inside a sentence in these messages."""
+    return {
+        w.rstrip(".").removesuffix("'s")
+        for msg in messages
+        for sentence in msg.sentences
+        for m in _NAME_RUN_RE.finditer(sentence, 1)
+        for w in m.group(0).split()
+    }
+
+
+def _is_speaker(word: str, speakers: set[str]) -> bool:
+    """`word` is "I", a speaker's name, or its short form ("Mel" for Melanie)."""
+    low = word.lower()
+    return low == "i" or any(s == low or (len(low) >= 3 and s.startswith(low)) for s in speakers)
+
+
+def _calendar_word(word: str) -> bool:
+    return word in calendar.month_name or word in calendar.day_name
+
+
+_CLAUSE_RE = re.compile(
+    r"(?:,|;)?\s+(?:and|but|so|while|because|where|when|as)\s+(?=(?:I|I'm|I've|I'd|I'll|my)\b)"
+    r"|[;,]\s+(?=(?:I|I'm|I've|I'd|I'll|my)\b)"
+)
+# a clause that opens with one of these is subordinate: the comma after it does not end it
+_SUBORDINATE_RE = re.compile(
+    r"^\W*(?:when|whenever|if|after|before|because|since|as|while|once|until|though|although|"
+    r"every time|each time)\b",
+    re.I,
+)
+
+
+def clauses(sentence: str) -> list[str]:
+    """The clauses of a sentence that have their own first-person subject ("I'm a nurse and
+    I live in Berlin" → two, the conjunction dropped); a first piece that says nothing of the
+    speaker ("Hey, I need …", "Also, I'm …") stays with the clause after it."""
+    cuts = [
+        m
+        for m in _CLAUSE_RE.finditer(sentence)
+        if m.group(0).strip() not in (",", ";")
+        or not _SUBORDINATE_RE.match(sentence[: m.start()].split(",")[-1])
+    ]
+    if not cuts:
+        return [sentence]
+    first = sentence[: cuts[0].start()]
+    out: list[str] = []
+    if has_first_person(first) and len(content_tokens(first)) >= 2:
+        out.append(first.strip())
+        lead = ""
+    else:
+        lead = sentence[: cuts[0].end()]
+    for i, m in enumerate(cuts):
+        end = cuts[i + 1].start() if i + 1 < len(cuts) else len(sentence)
+        out.append((lead + sentence[m.end() : end]).strip())
+        lead = ""
+    return [c for c in out if c]
+
+
+def _kind(clause: str, verb: str) -> str:
+    attitude = verb in ATTITUDE or (verb == "stand" and is_negated(clause))  # "can't stand"
+    if verb in ("need", "want") and re.search(rf"\b{verb[:3]}\w*\s+to\s+\w", clause):
+        attitude = False  # "need to …", "want to …": an obligation or a plan, not a taste
+    if attitude or word_lemmas(clause) & FAVOURITE:
+        return "preferences"
+    return "events" if _is_past(clause, verb) else "profile"
+
+
+def statements(messages: list[Msg], speakers: list[str]) -> list[Statement]:
+    """The statements of the user's messages, in order. An event that sets a single-valued
+    attribute ("I moved to Lisbon last week") is a profile statement as well: what it set
+    holds from then on."""
+    out: list[Statement] = []
+    name_skip = {stem(w.lower()) for s in speakers for w in s.split()}
+    known = inner_names(messages)
+    for msg in messages:
+        if not msg.is_user:
+            continue
+        subject = msg.name or "the user"
+        said_on = msg.created_at.date() if msg.created_at else None
+        for sentence in msg.sentences:
+            words = set(content_tokens(sentence)) - name_skip
+            about_self = has_first_person(sentence)
+            if is_question(sentence) or len(words) < MIN_CONTENT - about_self:
+                continue
+            names = names_in(sentence, speakers, known)
+            if not about_self:  # about something else: a name's entity line,
+                text, day = resolve(sentence, said_on)  # the context of an event
+                out.append(Statement(msg, text, "", "", day or said_on, names))
+                continue
+            for clause in clauses(sentence):
+                r = rewrite(clause, subject)
+                kind = _kind(clause, r.main_verb)
+                past = _is_past(clause, r.main_verb)
+                text, day = resolve(r.text[:1].upper() + r.text[1:], said_on, past)
+                if day is not None and kind == "profile":
+                    kind = "events"
+                clause_names = [n for n in names if n in clause]
+                found = Statement(msg, text, kind, r.main_verb, day or said_on, clause_names)
+                out.append(found)
+                if kind == "events" and slot_of(text):
+                    out.append(Statement(msg, text, "profile", r.main_verb, found.day))
+    return out

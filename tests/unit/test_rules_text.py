@@ -6,17 +6,11 @@ from datetime import date
 
 import pytest
 
+from ctxpipe.core.text import jaccard, token_set, tokenize
 from ctxpipe.providers.rules.dates import find_dates, resolve, strip_dates
 from ctxpipe.providers.rules.speech import rewrite, third_person
 from ctxpipe.providers.rules.statements import clauses, names_in
-from ctxpipe.providers.rules.text import (
-    jaccard,
-    phrases,
-    slugify,
-    split_sentences,
-    token_set,
-    tokenize,
-)
+from ctxpipe.providers.rules.text import phrases, slugify, split_sentences
 
 TUE = date(2026, 5, 12)  # a Tuesday
 
@@ -103,7 +97,7 @@ def test_words_that_are_not_dates_are_not_read_as_dates() -> None:
             "go",
             False,
         ),
-        ("My friend told me", "Ana's friend told them", "", False),
+        ("My friend told me", "Ana's friend told Ana", "", False),
     ],
 )
 def test_first_person_statements_in_the_third_person(

@@ -16,16 +16,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxpipe.core.text import STOPWORDS, normalize_space, tokenize
 from ctxpipe.providers.rules.inputs import Msg
 from ctxpipe.providers.rules.speech import rewrite, verb_lemma
-from ctxpipe.providers.rules.text import (
-    STOPWORDS,
-    normalize_space,
-    slugify,
-    strip_code,
-    tokenize,
-    truncate_words,
-)
+from ctxpipe.providers.rules.text import slugify, strip_code, truncate_words
 
 EXCEPTION_RE = re.compile(r"\b(?:[A-Za-z_][\w]*\.)*([A-Z]\w*(?:Error|Exception|Fault|Failure))\b")
 PROBLEM_RE = re.compile(

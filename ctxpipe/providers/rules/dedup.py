@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxpipe.core.text import containment, jaccard, token_set
 from ctxpipe.providers.rules.lines import parse_lines
-from ctxpipe.providers.rules.text import containment, jaccard, token_set
 
 APPEND_ONLY = frozenset({"events", "cases"})
 SIMILAR = 0.85

@@ -18,6 +18,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from ctxpipe.core.text import content_tokens
 from ctxpipe.providers.rules.inputs import Msg, load_messages
 from ctxpipe.providers.rules.lines import Line, synthesize
 from ctxpipe.providers.rules.speech import first_person_subject, lemmas, verb_lemma
@@ -30,7 +31,7 @@ from ctxpipe.providers.rules.statements import (
     statements,
     topic_words,
 )
-from ctxpipe.providers.rules.text import content_tokens, is_question, slugify
+from ctxpipe.providers.rules.text import is_question, slugify
 
 CONFIDENCE = 0.7
 EVENT_SENTENCES = 6  # an event line tells at most this many sentences of its message
@@ -146,7 +147,7 @@ def extract_entity_event(variables: dict[str, Any]) -> dict[str, Any]:
         # what happened is told by the whole message: one line of its statements, dated by
         # the first event's date
         first = events[0]
-        text = " ".join(dict.fromkeys(s.text for s in group[:EVENT_SENTENCES]))
+        text = " ".join(list(dict.fromkeys(s.told or s.text for s in group))[:EVENT_SENTENCES])
         told = Statement(first.msg, text, "events", first.verb, first.day, first.names)
         words = sorted(topic_words(first.text), key=first.text.lower().find)[:4]
         key = slugify(f"{first.day.isoformat() if first.day else ''} {' '.join(words)}")

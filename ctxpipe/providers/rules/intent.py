@@ -16,17 +16,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ctxpipe.core.text import STOPWORDS, content_tokens, normalize_space, tokenize
 from ctxpipe.providers.rules.inputs import load_messages
 from ctxpipe.providers.rules.speech import verb_lemma
 from ctxpipe.providers.rules.statements import names_in
-from ctxpipe.providers.rules.text import (
-    CHITCHAT,
-    STOPWORDS,
-    content_tokens,
-    normalize_space,
-    split_sentences,
-    tokenize,
-)
+from ctxpipe.providers.rules.text import CHITCHAT, split_sentences
 
 STARTERS = (
     r"what|what's|where|when|who|whom|whose|why|how|which|do|does|did|is|are|was|were|can|"

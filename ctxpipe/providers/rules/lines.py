@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
+from ctxpipe.core.text import normalize_space
 from ctxpipe.core.validity import Validity, split_annotation
-from ctxpipe.providers.rules.text import normalize_space
 
 _LINE_RE = re.compile(
     r"^\s*[-*•]\s+(?P<body>.*?)(?:\s*\[(?P<refs>[^\[\]]*)\])?"

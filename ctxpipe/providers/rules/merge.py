@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ctxpipe.core.text import containment, jaccard, token_set
 from ctxpipe.core.validity import TEMPORAL_CATEGORIES
 from ctxpipe.providers.rules.lines import Line, parse_lines, render_lines, synthesize
 from ctxpipe.providers.rules.speech import verb_lemma
@@ -28,7 +29,6 @@ from ctxpipe.providers.rules.statements import (
     slot_of,
     topic_words,
 )
-from ctxpipe.providers.rules.text import containment, jaccard, token_set
 
 NEAR_JACCARD = 0.8
 

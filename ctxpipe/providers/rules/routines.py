@@ -11,16 +11,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ctxpipe.core.text import STOPWORDS, normalize_space, tokenize
 from ctxpipe.providers.rules.inputs import Msg, Tool
 from ctxpipe.providers.rules.speech import rewrite
 from ctxpipe.providers.rules.text import (
-    STOPWORDS,
     is_bullet,
-    normalize_space,
     slugify,
     strip_bullet,
     strip_code,
-    tokenize,
     truncate_words,
 )
 

@@ -13,15 +13,9 @@ import re
 from collections import Counter
 from typing import Any
 
+from ctxpipe.core.text import STOPWORDS, normalize_space, stem, tokenize
 from ctxpipe.providers.rules.inputs import Msg, Tool
-from ctxpipe.providers.rules.text import (
-    STOPWORDS,
-    is_breaker,
-    normalize_space,
-    stem,
-    tokenize,
-    truncate_words,
-)
+from ctxpipe.providers.rules.text import is_breaker, truncate_words
 
 NOISE = frozenset("select from where null none true false output input result results done".split())
 

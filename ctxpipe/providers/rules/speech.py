@@ -22,7 +22,6 @@ _TOKEN_RE = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*|\S")
 _SUBJECT = {"i": "", "i'm": "is", "i've": "has", "i'll": "will", "i'd": "would"}
 _PLURAL_SUBJECT = {"we": "", "we're": "are", "we've": "have", "we'll": "will", "we'd": "would"}
 _OTHER = {
-    "me": "them",
     "myself": "themself",
     "mine": "theirs",
     "us": "them",
@@ -152,6 +151,8 @@ def rewrite(sentence: str, name: str) -> Rewritten:
         if low == "my":
             out.append(f"{name}'s" if not owner_named else "their")
             owner_named = True
+        elif low == "me":
+            out.append(name)
         elif low in _OTHER:
             out.append(_OTHER[low])
         else:

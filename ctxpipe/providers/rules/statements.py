@@ -32,6 +32,7 @@ from functools import lru_cache
 
 from lemminflect import getInflection
 
+from ctxpipe.core.text import STOPWORDS, content_tokens, stem
 from ctxpipe.providers.rules.dates import resolve, strip_dates
 from ctxpipe.providers.rules.inputs import Msg
 from ctxpipe.providers.rules.speech import (
@@ -41,7 +42,7 @@ from ctxpipe.providers.rules.speech import (
     rewrite,
     verb_lemma,
 )
-from ctxpipe.providers.rules.text import STOPWORDS, content_tokens, is_question, stem
+from ctxpipe.providers.rules.text import is_question
 
 MIN_CONTENT = 3  # content words a sentence needs (one fewer when it is about its speaker)
 ATTITUDE = frozenset("like love enjoy prefer hate dislike want need wish adore fancy mind".split())
@@ -213,6 +214,7 @@ class Statement:
     verb: str = ""
     day: date | None = None
     names: list[str] = field(default_factory=list)
+    told: str = ""  # the whole sentence it is a clause of, in the third person
 
     @property
     def line(self) -> str:
@@ -299,7 +301,7 @@ def _calendar_word(word: str) -> bool:
 
 
 _CLAUSE_RE = re.compile(
-    r"(?:,|;)?\s+(?:and|but|so|while|because|where|when|as)\s+(?=(?:I|I'm|I've|I'd|I'll|my)\b)"
+    r"(?:,|;)?\s+(?:and|but|so)\s+(?=(?:I|I'm|I've|I'd|I'll|my)\b)"
     r"|[;,]\s+(?=(?:I|I'm|I've|I'd|I'll|my)\b)"
 )
 # a clause that opens with one of these is subordinate: the comma after it does not end it
@@ -345,6 +347,10 @@ def _kind(clause: str, verb: str) -> str:
     return "events" if _is_past(clause, verb) else "profile"
 
 
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def statements(messages: list[Msg], speakers: list[str]) -> list[Statement]:
     """The statements of the user's messages, in order. An event that sets a single-valued
     attribute ("I moved to Lisbon last week") is a profile statement as well: what it set
@@ -365,17 +371,19 @@ def statements(messages: list[Msg], speakers: list[str]) -> list[Statement]:
             names = names_in(sentence, speakers, known)
             if not about_self:  # about something else: a name's entity line,
                 text, day = resolve(sentence, said_on)  # the context of an event
-                out.append(Statement(msg, text, "", "", day or said_on, names))
+                out.append(Statement(msg, text, "", "", day or said_on, names, text))
                 continue
+            r = rewrite(sentence, subject)
+            whole = resolve(_capital(r.text), said_on, _is_past(sentence, r.main_verb))[0]
             for clause in clauses(sentence):
                 r = rewrite(clause, subject)
                 kind = _kind(clause, r.main_verb)
                 past = _is_past(clause, r.main_verb)
-                text, day = resolve(r.text[:1].upper() + r.text[1:], said_on, past)
+                text, day = resolve(_capital(r.text), said_on, past)
                 if day is not None and kind == "profile":
                     kind = "events"
                 clause_names = [n for n in names if n in clause]
-                found = Statement(msg, text, kind, r.main_verb, day or said_on, clause_names)
+                found = Statement(msg, text, kind, r.main_verb, day or said_on, clause_names, whole)
                 out.append(found)
                 if kind == "events" and slot_of(text):
                     out.append(Statement(msg, text, "profile", r.main_verb, found.day))

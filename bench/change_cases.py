@@ -5,10 +5,12 @@
 Each case is two sessions of one user, committed in process (rules LLM, real ContextFS, no
 database): `before` leaves memory lines, `after` is said a month later. Handled means:
 
-- `supersede`: a line of the user's profile or preference memories that carries the `old`
-  word is closed (``valid … until``, ``superseded:``) and a valid line carries the `new` word;
-- `accumulate`: a valid line carries `old` and a valid line carries `new`, and no line that
-  carries `old` was closed.
+- `supersede`: a line of the user's profile or preference memories (the ones that carry
+  validity) that carries the `old` word is closed (``valid … until``, ``superseded:``), and a
+  valid line of the user's memories carries the `new` word;
+- `accumulate`: a valid profile or preference line carries `old`, none that carries `old` was
+  closed, and a valid line of the user's memories (any category: an event, an entity) carries
+  `new`.
 
 The held-out file is the figure to report: no rule is fitted to it (the development cases are
 in its sibling, changes_dev.yaml).
@@ -20,6 +22,7 @@ import argparse
 import re
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +47,8 @@ USER_ROOT = "ctx://acme/users/alice/memories"
 class Outcome:
     case: dict[str, Any]
     handled: bool
-    lines: list[str]
+    lines: list[str]  # profile and preference lines
+    others: list[str]  # the user's other memory lines (events, entities)
 
 
 def load_cases(path: Path) -> list[dict[str, Any]]:
@@ -60,10 +64,10 @@ def _request(text: str, n: int, day: str) -> CommitRequest:
     return CommitRequest(commit_id=f"c{n}", ctx=ctx, messages=messages)  # type: ignore[arg-type]
 
 
-def memory_lines(rt: Runtime) -> list[str]:
-    """Every bullet line of the user's profile and preference memories."""
+def memory_lines(rt: Runtime, folders: tuple[str, ...] = ("profile", "preferences")) -> list[str]:
+    """Every bullet line of the user's memories in `folders`."""
     out: list[str] = []
-    for folder in ("profile", "preferences"):
+    for folder in folders:
         root = f"{USER_ROOT}/{folder}"
         if not rt.fs.exists(root):
             continue
@@ -78,17 +82,16 @@ def _has(line: str, word: str) -> bool:
     return bool(re.search(rf"\b{re.escape(word.lower())}", split_annotation(line)[0].lower()))
 
 
-def judge(case: dict[str, Any], lines: list[str]) -> bool:
+def judge(case: dict[str, Any], lines: list[str], others: Sequence[str] = ()) -> bool:
+    """`lines`: the profile and preference lines; `others`: the user's other memory lines."""
     valid = [ln for ln in lines if not split_annotation(ln)[1].closed]
     closed = [ln for ln in lines if split_annotation(ln)[1].closed]
     old, new = str(case["old"]), str(case["new"])
-    new_valid = any(_has(ln, new) for ln in valid)
+    new_valid = any(_has(ln, new) for ln in [*valid, *others])
     if case["expect"] == "supersede":
         return any(_has(ln, old) for ln in closed) and new_valid
     return (
-        any(_has(ln, old) for ln in valid)
-        and any(_has(ln, new) for ln in valid)
-        and not any(_has(ln, old) for ln in closed)
+        any(_has(ln, old) for ln in valid) and new_valid and not any(_has(ln, old) for ln in closed)
     )
 
 
@@ -99,8 +102,9 @@ def run_case(case: dict[str, Any], workdir: Path) -> Outcome:
     coordinator.commit_sync(_request(str(case["before"]), 1, "2024-03-01"))
     coordinator.commit_sync(_request(str(case["after"]), 2, "2024-04-02"))
     lines = memory_lines(rt)
+    others = memory_lines(rt, ("events", "entities"))
     rt.close()
-    return Outcome(case, judge(case, lines), lines)
+    return Outcome(case, judge(case, lines, others), lines, others)
 
 
 def run_all(path: Path) -> list[Outcome]:
@@ -132,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             for ln in o.lines:
                 print(f"      {ln}")
+            for ln in o.others:
+                print(f"      (other) {ln}")
     return 0
 
 

@@ -347,6 +347,15 @@ def _kind(clause: str, verb: str) -> str:
     return "events" if _is_past(clause, verb) else "profile"
 
 
+def _without_lead_in(sentence: str) -> str:
+    """A statement without a lead-in that says nothing of the speaker ("Big news: I moved
+    …" → "I moved …")."""
+    head, colon, rest = sentence.partition(": ")
+    if colon and rest and not has_first_person(head) and has_first_person(rest):
+        return rest
+    return sentence
+
+
 def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 
@@ -373,6 +382,7 @@ def statements(messages: list[Msg], speakers: list[str]) -> list[Statement]:
                 text, day = resolve(sentence, said_on)  # the context of an event
                 out.append(Statement(msg, text, "", "", day or said_on, names, text))
                 continue
+            sentence = _without_lead_in(sentence)
             r = rewrite(sentence, subject)
             whole = resolve(_capital(r.text), said_on, _is_past(sentence, r.main_verb))[0]
             for clause in clauses(sentence):

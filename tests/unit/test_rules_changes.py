@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from change_cases import DEV, judge, load_cases, run_case  # noqa: E402
 
 from ctxpipe.core.validity import split_annotation  # noqa: E402
-from ctxpipe.providers.rules.statements import slot_of  # noqa: E402
+from ctxpipe.providers.rules.topics import slot_of  # noqa: E402
 
 CASES = load_cases(DEV)
 

@@ -22,16 +22,9 @@ from ctxpipe.core.text import content_tokens
 from ctxpipe.providers.rules.inputs import Msg, load_messages
 from ctxpipe.providers.rules.lines import Line, synthesize
 from ctxpipe.providers.rules.speech import first_person_subject, lemmas, verb_lemma
-from ctxpipe.providers.rules.statements import (
-    MIN_CONTENT,
-    Statement,
-    lemma,
-    main_verb,
-    slot_of,
-    statements,
-    topic_words,
-)
+from ctxpipe.providers.rules.statements import MIN_CONTENT, Statement, statements
 from ctxpipe.providers.rules.text import is_question, slugify
+from ctxpipe.providers.rules.topics import lemma, main_verb, slot_of, topic_words
 
 CONFIDENCE = 0.7
 EVENT_SENTENCES = 6  # an event line tells at most this many sentences of its message

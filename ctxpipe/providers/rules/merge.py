@@ -22,7 +22,7 @@ from ctxpipe.core.text import containment, jaccard, token_set
 from ctxpipe.core.validity import TEMPORAL_CATEGORIES
 from ctxpipe.providers.rules.lines import Line, parse_lines, render_lines, synthesize
 from ctxpipe.providers.rules.speech import verb_lemma
-from ctxpipe.providers.rules.statements import (
+from ctxpipe.providers.rules.topics import (
     is_change,
     is_negated,
     main_verb,

@@ -228,6 +228,7 @@ def statements(messages: list[Msg], speakers: list[str]) -> list[Statement]:
             sentence = _without_lead_in(sentence)
             r = rewrite(sentence, subject)
             whole = resolve(_capital(r.text), said_on, _is_past(sentence, r.main_verb))[0]
+            parts = []
             for clause in clauses(sentence):
                 r = rewrite(clause, subject)
                 kind = _kind(clause, r.main_verb)
@@ -236,8 +237,22 @@ def statements(messages: list[Msg], speakers: list[str]) -> list[Statement]:
                 if day is not None and kind == "profile":
                     kind = "events"
                 clause_names = [n for n in names if n in clause]
-                found = Statement(msg, text, kind, r.main_verb, day or said_on, clause_names, whole)
+                parts.append(Statement(msg, text, kind, r.main_verb, day, clause_names, whole))
+            # clauses are statements of their own only when they say different kinds of thing,
+            # are preferences (each may be reversed on its own) or one sets a single-valued
+            # attribute; else the sentence is kept whole
+            kinds = {p.kind for p in parts}
+            if kinds in ({"profile"}, {"events"}) and not any(slot_of(p.text) for p in parts):
+                first = parts[0]
+                days = [p.day for p in parts if p.day]
+                parts = [
+                    Statement(
+                        msg, whole, first.kind, first.verb, days[0] if days else None, names, whole
+                    )
+                ]
+            for found in parts:
+                found.day = found.day or said_on
                 out.append(found)
-                if kind == "events" and slot_of(text):
-                    out.append(Statement(msg, text, "profile", r.main_verb, found.day))
+                if found.kind == "events" and slot_of(found.text):
+                    out.append(Statement(msg, found.text, "profile", found.verb, found.day))
     return out

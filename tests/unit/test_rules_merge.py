@@ -72,7 +72,10 @@ def test_job_change_supersedes_and_keeps_everything() -> None:
     assert "Contoso" in out.abstract and "Northwind" not in out.abstract
     assert len(out.conflicts) == 1 and "1 line(s) closed" in out.reason
     # the closed line stays in the full text too, with its ids
-    assert "Northwind Traders as a backend developer. [m1] (superseded:" in out.content
+    closed = next(ln for ln in out.content.splitlines() if "The user works at Northwind" in ln)
+    assert closed.startswith("- The user works at Northwind Traders as a backend developer. [m1]")
+    assert "(superseded: The user joined Contoso" in closed
+    assert '— "My name is Priya and I work at Northwind' in closed  # the user's own words
 
 
 def test_merge_is_idempotent() -> None:

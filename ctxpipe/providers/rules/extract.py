@@ -20,7 +20,7 @@ from typing import Any
 
 from ctxpipe.core.text import content_tokens
 from ctxpipe.providers.rules.inputs import Msg, load_messages
-from ctxpipe.providers.rules.lines import Line, synthesize
+from ctxpipe.providers.rules.lines import Line, render_lines, synthesize
 from ctxpipe.providers.rules.speech import first_person_subject, lemmas, verb_lemma
 from ctxpipe.providers.rules.statements import MIN_CONTENT, Statement, statements
 from ctxpipe.providers.rules.text import is_question, slugify
@@ -42,13 +42,14 @@ def _subject(messages: list[Msg], user_id: str) -> str:
 
 def _memory(category: str, key: str, subject: str, found: list[Statement]) -> dict[str, Any]:
     lines = [Line(s.text, [s.msg.id]) for s in found]
-    body = "\n".join(ln.render() for ln in lines)
+    # the full text (L2) quotes the speaker's own sentence where a line is only a clause of it
+    quoted = [Line(s.text, [s.msg.id], s.quote) for s in found]
     out: dict[str, Any] = {
         "category": category,
         "routing_key": key,
         "abstract": synthesize(subject, lines),
-        "overview": body,
-        "content": body,
+        "overview": render_lines(lines),
+        "content": render_lines(quoted),
         "confidence": CONFIDENCE,
         "source_refs": list(dict.fromkeys(s.msg.id for s in found)),
     }

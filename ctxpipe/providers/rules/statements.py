@@ -22,7 +22,7 @@ import calendar
 import re
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 
 from lemminflect import getInflection
@@ -58,6 +58,7 @@ class Statement:
     day: date | None = None
     names: list[str] = field(default_factory=list)
     told: str = ""  # the whole sentence it is a clause of, in the third person
+    quote: str = ""  # the speaker's own sentence, when the statement is only a clause of it
 
     @property
     def line(self) -> str:
@@ -252,7 +253,8 @@ def statements(messages: list[Msg], speakers: list[str]) -> list[Statement]:
                 ]
             for found in parts:
                 found.day = found.day or said_on
+                found.quote = sentence if len(parts) > 1 else ""
                 out.append(found)
                 if found.kind == "events" and slot_of(found.text):
-                    out.append(Statement(msg, found.text, "profile", found.verb, found.day))
+                    out.append(replace(found, kind="profile", names=[]))
     return out

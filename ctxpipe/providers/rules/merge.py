@@ -142,9 +142,11 @@ def merge_lines(
                 facts.append(n)
                 added += 1
             continue
-        twin = next((g[0] for g in valid.values() if same_statement(g[0], n)), None)
-        if twin is None and not n.line.active:  # closed in the bundle: the same closed line?
-            twin = next((f for f in facts if f.line.render() == n.line.render()), None)
+        if n.line.active:
+            twin = next((g[0] for g in valid.values() if same_statement(g[0], n)), None)
+        else:  # closed in the bundle: the same valid line (to be closed again) or closed one
+            twin = valid[n.line.text][0] if n.line.text in valid else None
+            twin = twin or next((f for f in facts if f.line.render() == n.line.render()), None)
         if twin is not None:
             twin.line.add_refs(n.line.refs)
             folded += 1

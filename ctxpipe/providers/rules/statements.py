@@ -22,7 +22,7 @@ import calendar
 import re
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import date
 
 from lemminflect import getInflection
@@ -206,8 +206,8 @@ def _capital(text: str) -> str:
 
 def statements(messages: list[Msg], speakers: list[str]) -> list[Statement]:
     """The statements of the user's messages, in order. An event that sets a single-valued
-    attribute ("I moved to Lisbon last week") is a profile statement as well: what it set
-    holds from then on."""
+    attribute ("I moved to Lisbon last week") is a profile statement: what it set holds from
+    then on (its line keeps the date)."""
     out: list[Statement] = []
     name_skip = {stem(w.lower()) for s in speakers for w in s.split()}
     known = inner_names(messages)
@@ -254,7 +254,7 @@ def statements(messages: list[Msg], speakers: list[str]) -> list[Statement]:
             for found in parts:
                 found.day = found.day or said_on
                 found.quote = sentence if len(parts) > 1 else ""
-                out.append(found)
                 if found.kind == "events" and slot_of(found.text):
-                    out.append(replace(found, kind="profile", names=[]))
+                    found.kind = "profile"  # what it set holds from then on: a dated fact
+                out.append(found)
     return out

@@ -38,7 +38,7 @@ from typing import Any
 
 import _locomo
 import numpy as np
-from _grounding import content_words
+from _grounding import TurnContent, content_words, grounded_turns
 from _stack import local_stack
 
 from ctxpipe.commit.coordinator import CommitCoordinator
@@ -70,6 +70,8 @@ class ConvFigures:
     lines: int = 0
     grounded_lines: int = 0
     contentless_lines: int = 0
+    cited: int = 0  # turns cited by the lines
+    held: int = 0  # of those, the turns whose content the citing line carries
     cites_per_line: list[int] = field(default_factory=list)
     misses: list[str] = field(default_factory=list)
 
@@ -144,8 +146,11 @@ def score_conversation(
             fig.misses.append(fact)
         if any(most(want, content_words(turns[i])) for i in ids & user_turns if i in turns):
             fig.baseline_found += 1
+    held_in = {i: TurnContent.of(text) for i, text in turns.items()}
     for ln, lw in zip(lines, line_words, strict=True):
         fig.cites_per_line.append(len(ln.turns))
+        fig.cited += len(ln.turns)
+        fig.held += len(grounded_turns(ln.text, ln.turns, held_in))
         cited = (
             set().union(*(content_words(turns.get(i, "")) for i in ln.turns)) if ln.turns else set()
         )
@@ -170,6 +175,7 @@ def summarise(figs: Sequence[ConvFigures]) -> dict[str, float]:
         "lines_per_session": lines / sessions if sessions else 0.0,
         "grounded_line_share": sum(f.grounded_lines for f in figs) / lines if lines else 0.0,
         "contentless_line_share": sum(f.contentless_lines for f in figs) / lines if lines else 0.0,
+        "cited_and_held_share": (sum(f.held for f in figs) / max(1, sum(f.cited for f in figs))),
         "cites_per_line_p50": float(np.percentile(cites, 50)),
         "cites_per_line_p95": float(np.percentile(cites, 95)),
         "cites_per_line_max": float(max(cites)),
@@ -189,6 +195,10 @@ def print_summary(title: str, s: dict[str, float]) -> None:
     print(
         f"  contentless lines          {s['contentless_line_share']:.3f}   "
         "(greetings, thanks, forms of address)"
+    )
+    print(
+        f"  cited and held / cited     {s['cited_and_held_share']:.3f}   "
+        "(a cited turn whose content the line carries, bench/_grounding.py)"
     )
     print(
         f"  turns cited per line       p50 {s['cites_per_line_p50']:.0f}, "

@@ -3,7 +3,9 @@
 Tags are derived from the node's own text when it is written: proper names first, then the
 content words it repeats, then the rest in order of appearance. Before a tag is created the
 owner's existing tags are looked up by prefix (`find_tags`): an existing tag with the same stem
-("hiking" for a new "hikes") is reused, so one owner does not collect near-duplicate tags. A
+("hiking" for a new "hikes") is reused, so one owner does not collect near-duplicate tags. A new
+tag is an inflected word's dictionary form when that has the same stem ("lives" → "live"), so
+the nodes one commit writes side by side spell a stem alike. A
 merged node keeps its earlier tags first. Tags live in the node's `.meta.json` (`metadata.tags`)
 and so in the replica's `context_nodes.metadata`.
 """
@@ -13,7 +15,10 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Protocol
+
+from lemminflect import getAllLemmas
 
 from ctxpipe.commit.policies.base import APPLIED_COMMITS_KEY
 from ctxpipe.core.uri import CtxURI
@@ -48,6 +53,15 @@ def prefix_of(tag: str) -> str:
     return s[: max(3, len(s) - 1)]
 
 
+@lru_cache(maxsize=65536)
+def _base(word: str) -> str:
+    """`word`'s dictionary form when it shares its stem ("lives" → "live"), else `word`."""
+    for forms in getAllLemmas(word).values():
+        if forms and forms[0] != word and stem(forms[0]) == stem(word):
+            return str(forms[0])
+    return word
+
+
 def candidate_tags(text: str) -> list[str]:
     """Atomic lowercase tags for `text`, most salient first (no vocabulary applied)."""
     clean = _MARKER_RE.sub(" ", strip_dates(text))
@@ -56,7 +70,7 @@ def candidate_tags(text: str) -> list[str]:
     first: dict[str, int] = {}
     for m in _TOKEN_RE.finditer(clean):
         raw = m.group(0).strip("'-")
-        word = raw.lower()
+        word = _base(raw.lower())
         if len(word) < 3 or word in STOPWORDS or word in _GENERIC or "'" in word:
             continue
         counts[word] += 1

@@ -60,7 +60,7 @@ def test_async_path_returns_the_schema_instance() -> None:
         RulesLLM().complete_json("extraction.profile", {"messages": msgs}, ExtractionOutput)
     )
     assert isinstance(out, ExtractionOutput)
-    assert "- works at Initech [x]" in out.memories[0].overview
+    assert "- The user works at Initech. [x]" in out.memories[0].overview
 
 
 def test_unknown_prompt_and_schema_mismatch_raise_llm_error() -> None:
@@ -92,7 +92,7 @@ def test_injected_messages_are_never_extracted() -> None:
     ]
     llm = RulesLLM()
     prof = llm.complete_json_sync("extraction.profile", {"messages": msgs}, ExtractionOutput)
-    assert prof.memories[0].overview == "- works as a florist in Galway [v]"
+    assert prof.memories[0].overview == "- The user is a florist in Galway. [v]"
     prefs = llm.complete_json_sync("extraction.preferences", {"messages": msgs}, ExtractionOutput)
     assert prefs.memories == []
 
@@ -153,9 +153,15 @@ def test_examples_job_change_merges_with_a_conflict() -> None:
         },
         MergeOutput,
     )
+    # the job is single-valued: the new employer closes the old one, the rest accumulates
     assert out.conflicts == [
-        'works as: "a data engineer at Acme Analytics" → "a staff engineer at Globex"'
+        "The user is Alice, a data engineer at Acme Analytics. -> "
+        "The user joined Globex as a staff engineer"
     ]
-    assert out.abstract.startswith("Alice: works as a staff engineer at Globex")
-    assert "- lives in Lisbon [m1]" in out.overview  # same fact from both sessions, once
+    assert "Globex" in out.abstract and "Acme" not in out.abstract
+    assert "(superseded: The user joined Globex as a staff engineer)" in out.overview
+    # "I still live in Lisbon" says nothing new: the same fact from both sessions, once
+    assert [ln for ln in out.overview.splitlines() if "Lisbon" in ln] == [
+        "- The user lives in Lisbon [m1]"
+    ]
     assert out.overview.count("lives in Lisbon") == 1

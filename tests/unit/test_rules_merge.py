@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -9,6 +10,7 @@ from hypothesis import strategies as st
 
 from ctxpipe.core.llm_schemas import ExtractionOutput, MergeOutput
 from ctxpipe.providers.rules import RulesLLM
+from ctxpipe.providers.rules.lines import parse_lines
 
 LLM = RulesLLM()
 
@@ -45,6 +47,14 @@ def bundle(abstract: str, overview: str, content: str = "") -> dict[str, str]:
     return {"abstract": abstract, "overview": overview, "content": content}
 
 
+def valid_and_closed(text: str) -> tuple[list[str], dict[str, str]]:
+    lines = parse_lines(text)
+    return (
+        [ln.text for ln in lines if ln.active],
+        {ln.text: ln.validity.superseded for ln in lines if not ln.active},
+    )
+
+
 def test_job_change_supersedes_and_keeps_everything() -> None:
     before = profile_of(
         "My name is Priya and I work at Northwind Traders as a backend developer.",
@@ -52,21 +62,20 @@ def test_job_change_supersedes_and_keeps_everything() -> None:
     )
     after = profile_of("Big news: I joined Contoso as an engineering manager last week.")
     out = merge("profile", before, after)
-    ov = [ln for ln in out.overview.splitlines() if ln]
-    old = "- works as a backend developer at Northwind Traders [m1]"
-    assert f"{old} (superseded: works as an engineering manager at Contoso)" in ov
-    assert "- works as an engineering manager at Contoso [m1]" in ov
-    assert "- lives in Porto [m2]" in ov and "- uses Go and Postgres [m2]" in ov
-    assert "- is named Priya [m1]" in ov
-    assert out.conflicts == [
-        'works as: "a backend developer at Northwind Traders" → "an engineering manager at Contoso"'
-    ]
-    assert out.abstract.startswith("Priya: works as an engineering manager at Contoso")
-    assert "backend developer" not in out.abstract
-    # L2 keeps the user's own words for both jobs
-    assert "I work at Northwind Traders as a backend developer" in out.content
-    assert "I joined Contoso as an engineering manager" in out.content
-    assert "1 conflict" in out.reason
+    valid, closed = valid_and_closed(out.overview)
+    joined = next(t for t in valid if "Contoso" in t)
+    # the employer is single-valued: the new one closes the old one, named as its successor
+    assert closed == {"The user works at Northwind Traders as a backend developer.": joined}
+    # what accumulates stays valid: the name, the home, the tools
+    assert any("Priya" in t for t in valid) and any("Porto" in t for t in valid)
+    assert any("Go and Postgres" in t for t in valid)
+    assert "Contoso" in out.abstract and "Northwind" not in out.abstract
+    assert len(out.conflicts) == 1 and "1 line(s) closed" in out.reason
+    # the closed line stays in the full text too, with its ids
+    closed = next(ln for ln in out.content.splitlines() if "The user works at Northwind" in ln)
+    assert closed.startswith("- The user works at Northwind Traders as a backend developer. [m1]")
+    assert "(superseded: The user joined Contoso" in closed
+    assert '— "My name is Priya and I work at Northwind' in closed  # the user's own words
 
 
 def test_merge_is_idempotent() -> None:
@@ -94,7 +103,7 @@ def test_near_identical_lines_fold_their_refs() -> None:
     assert out.conflicts == []
 
 
-def test_new_facts_are_added_without_conflict() -> None:
+def test_new_facts_on_other_topics_accumulate() -> None:
     old = bundle("Languages preferences: likes Rust", "- likes Rust [a1]")
     new = bundle("Languages preferences: likes Go", "- likes Go [b4]\n- uses Zig at work [b5]")
     out = merge("preferences", old, new)
@@ -104,10 +113,11 @@ def test_new_facts_are_added_without_conflict() -> None:
         "- uses Zig at work [b5]",
     ]
     assert out.conflicts == []
-    assert out.abstract == "Languages preferences: likes Rust; likes Go; uses Zig at work"
+    # the abstract states every valid line, the newest first
+    assert out.abstract == "Languages preferences: uses Zig at work; likes Go; likes Rust"
 
 
-def test_opposite_polarity_is_a_conflict() -> None:
+def test_opposite_polarity_on_the_same_topic_is_a_conflict() -> None:
     old = bundle("Food preferences: dislikes cilantro", "- dislikes cilantro [a3]")
     new = bundle("Food preferences: likes cilantro", "- likes cilantro now [b1]")
     out = merge("preferences", old, new)
@@ -116,37 +126,31 @@ def test_opposite_polarity_is_a_conflict() -> None:
     assert out.abstract == "Food preferences: likes cilantro now"
 
 
-def test_choice_of_the_same_kind_is_a_conflict() -> None:
-    old = bundle(
-        "Editor preferences: would rather use Neovim than VS Code",
-        "- would rather use Neovim than VS Code [m9]",
-    )
-    new = bundle(
-        "Editor preferences: would rather use Helix than Neovim",
-        "- would rather use Helix than Neovim [m5]",
-    )
+def test_a_reversal_closes_only_the_line_on_its_topic() -> None:
+    old = bundle("Editor preferences", "- prefers tabs [a1]\n- likes Neovim [a2]")
+    new = bundle("Editor preferences", "- doesn't like Neovim anymore [b1]")
     out = merge("preferences", old, new)
-    assert "(superseded: would rather use Helix than Neovim)" in out.overview
-    assert out.abstract == "Editor preferences: would rather use Helix than Neovim"
+    valid, closed = valid_and_closed(out.overview)
+    assert closed == {"likes Neovim": "doesn't like Neovim anymore"}
+    assert valid == ["prefers tabs", "doesn't like Neovim anymore"]
 
 
-def test_entity_narrative_accumulates() -> None:
+def test_outside_profile_and_preferences_lines_accumulate() -> None:
     old = bundle(
         "Hannah (person, the user's sister): The user's sister Hannah lives in Porto.",
-        "- type: person\n- relation: the user's sister\n- The user's sister Hannah lives in "
-        "Porto. [t3]",
+        "- type: person\n- The user's sister Hannah lives in Porto. [t3]",
     )
     new = bundle(
-        "Hannah (person, the user's sister): Hannah is a dentist.",
-        "- type: person\n- Hannah is a dentist. [x2]",
+        "Hannah (person, the user's sister): Hannah lives in Braga.",
+        "- type: person\n- Hannah lives in Braga now. [x2]",
     )
     out = merge("entities", old, new)
     ov = out.overview.splitlines()
     assert "- The user's sister Hannah lives in Porto. [t3]" in ov
-    assert "- Hannah is a dentist. [x2]" in ov
-    assert ov.count("- type: person") == 1
+    assert "- Hannah lives in Braga now. [x2]" in ov
+    assert ov.count("- type: person") == 1 and out.conflicts == []
     assert out.abstract.startswith("Hannah (person, the user's sister): ")
-    assert "dentist" in out.abstract and "Porto" in out.abstract
+    assert "Braga" in out.abstract and "Porto" in out.abstract
 
 
 def test_single_valued_keys_and_free_text() -> None:
@@ -154,11 +158,12 @@ def test_single_valued_keys_and_free_text() -> None:
     new = bundle("Event", "- status: happened", "Wedding planned in Porto.\nIt rained.")
     out = merge("events", old, new)
     assert "- status: planned (superseded: status: happened)" in out.overview
+    assert "- date: 2026-06-06" in out.overview.splitlines()
     assert out.content.splitlines() == ["Wedding planned in Porto.", "It rained."]
 
 
 _PRED = st.sampled_from(
-    ["works as", "works at", "lives in", "likes", "dislikes", "prefers", "uses", "status:", ""]
+    ["works at", "lives in", "likes", "dislikes", "doesn't like", "prefers", "uses", "status:"]
 )
 _OBJ = st.sampled_from(
     ["Acme", "Globex", "a data engineer at Acme", "tabs", "Neovim", "VS Code", "cilantro", "Porto"]
@@ -192,42 +197,41 @@ def test_merge_idempotent_and_lossless_property(
         assert body in once.overview
 
 
-def test_a_line_said_again_after_a_change_wins_again() -> None:
-    """Within one bundle the later line wins each time: a home said, changed and said again
-    ends where it was said last, and each earlier line names the line that replaced it."""
+def test_the_last_statement_of_a_bundle_wins() -> None:
+    """A home said, changed and said again ends where it was said last; the statement it
+    replaced is closed and names it."""
     ov = "\n".join(
         [
             "- lives in Berlin [m1]",
             "- lives in Berlin [m2]",
             "- lives in Munich [m3]",
             "- lives in Berlin [m4]",
-            "- lives in Berlin [m5]",
         ]
     )
     out = merge("profile", bundle("", "- is named Ana [m0]"), bundle("", ov))
-    lines = out.overview.splitlines()
-    assert "- lives in Berlin [m1, m2] (superseded: lives in Munich)" in lines
-    assert "- lives in Munich [m3] (superseded: lives in Berlin)" in lines
-    assert "- lives in Berlin [m4, m5]" in lines
-    assert sum("lives in" in ln for ln in lines) == 3
+    valid, closed = valid_and_closed(out.overview)
+    assert valid == ["is named Ana", "lives in Berlin"]
+    assert closed == {"lives in Munich": "lives in Berlin"}
+    assert "- lives in Berlin [m1, m2, m4]" in out.overview.splitlines()
 
 
-def test_a_memory_of_thousands_of_lines_merges_each_line_once() -> None:
-    """Repeated lines fold into one line carrying all their refs, and a contradiction closes
-    every active line it replaces, however many lines the memory holds."""
+def test_a_memory_of_thousands_of_lines_merges_in_linear_time() -> None:
+    """Repeated lines fold into one line carrying all their refs, and a change closes every
+    valid line it replaces, however many lines the memory holds."""
     old = "\n".join(f"- lives in Berlin [m{i}]" for i in range(2000))
     new = "\n".join(
         ["- likes tea [n1]", "- dislikes tea [n2]", "- likes tea [n3]"] * 500
         + ["- lives in Lisbon [n4]"] * 500
     )
+    started = time.perf_counter()
     out = merge("profile", bundle("", old), bundle("", new))
+    assert time.perf_counter() - started < 5
     lines = out.overview.splitlines()
-    assert len(lines) == 2000 + 4  # every old line kept; each new fact once
+    assert len(lines) == 2000 + 3  # every old line kept; each new statement once
     assert all(ln.endswith("(superseded: lives in Lisbon)") for ln in lines[:2000])
     assert lines[2000:] == [
-        "- likes tea [n1, n3] (superseded: dislikes tea)",
         "- dislikes tea [n2] (superseded: likes tea)",
-        "- likes tea [n3]",
+        "- likes tea [n1, n3]",
         "- lives in Lisbon [n4]",
     ]
-    assert out.conflicts == ['lives in: "Berlin" → "Lisbon"']
+    assert out.conflicts == ["lives in Berlin -> lives in Lisbon"]

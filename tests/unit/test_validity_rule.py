@@ -17,8 +17,8 @@ from ctxpipe.core.validity import (
     strip_dates,
     synthesis_holds,
 )
-from ctxpipe.providers.rules.facts import Fact, parse_lines, render_lines
-from ctxpipe.providers.rules.merge import merge_bundle, merge_facts
+from ctxpipe.providers.rules.lines import Line, parse_lines, render_lines
+from ctxpipe.providers.rules.merge import merge_bundle, merge_lines
 from ctxpipe.retrieval.find import _holds
 from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.text import split_units
@@ -50,20 +50,22 @@ def test_a_fact_line_round_trips(line: str) -> None:
 def test_the_parts_of_a_closed_line() -> None:
     (fact,) = parse_lines(CLOSED)
     assert fact.text == "lives in Berlin" and fact.refs == ["m1", "m3"]
-    assert fact.evidence == '"I live in Berlin."'
-    assert (fact.valid_from, fact.valid_to, fact.superseded) == (
+    assert fact.evidence == "I live in Berlin."
+    v = fact.validity
+    assert (v.valid_from, v.valid_to, v.superseded) == (
         "2023-05-01",
         "2023-07-01",
         "lives in Lisbon",
     )
     assert not fact.active
     (legacy,) = parse_lines("- lives in Berlin [m1] (superseded: lives in Munich)")
-    assert (legacy.valid_from, legacy.valid_to, legacy.superseded) == ("", "", "lives in Munich")
+    v = legacy.validity
+    assert (v.valid_from, v.valid_to, v.superseded) == ("", "", "lives in Munich")
     assert not legacy.active
 
 
 def test_a_fact_with_dates_renders_them_after_the_evidence() -> None:
-    fact = Fact("lives in Porto", ["m9"], '"Porto now."', valid_from="2024-01-02")
+    fact = Line("lives in Porto", ["m9"], "Porto now.", Validity(valid_from="2024-01-02"))
     assert fact.render() == '- lives in Porto [m9] — "Porto now." (valid from 2024-01-02)'
     assert parse_lines(fact.render())[0] == fact
 
@@ -157,7 +159,7 @@ def test_stamping_dates_new_lines_and_closes_replaced_ones() -> None:
 def test_the_rules_merge_closes_the_replaced_fact_with_the_new_facts_date() -> None:
     old = parse_lines("- lives in Berlin [m1] (valid from 2023-05-01)")
     new = parse_lines("- lives in Lisbon [n1] (valid from 2023-07-01)")
-    merged, conflicts, added, _ = merge_facts(old, new)
+    merged, conflicts, added, _ = merge_lines(old, new, temporal=True)
     assert added == 1 and conflicts
     assert render_lines(merged).splitlines() == [
         "- lives in Berlin [m1] (valid from 2023-05-01 until 2023-07-01)"
@@ -178,9 +180,9 @@ def test_the_rules_merge_closes_the_replaced_fact_with_the_new_facts_date() -> N
     assert "Berlin" not in out["abstract"] and "Lisbon" in out["abstract"]
     assert "(valid from 2023-05-01 until 2023-07-01)" in out["content"]
     # a fact that is said again keeps the date it was first learned
-    again, _, added, folded = merge_facts(merged, parse_lines("- lives in Lisbon [z1]"))
+    again, _, added, folded = merge_lines(merged, parse_lines("- lives in Lisbon [z1]"), True)
     assert (added, folded) == (0, 1)
-    assert again[1].valid_from == "2023-07-01" and again[1].refs == ["n1", "z1"]
+    assert again[1].validity.valid_from == "2023-07-01" and again[1].refs == ["n1", "z1"]
 
 
 def test_tags_do_not_read_the_dates() -> None:

@@ -16,17 +16,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxpipe.providers.rules.grammar import to_third_person
+from ctxpipe.core.text import STOPWORDS, normalize_space, tokenize
 from ctxpipe.providers.rules.inputs import Msg
-from ctxpipe.providers.rules.patterns import IMPERATIVE_VERBS
-from ctxpipe.providers.rules.text import (
-    STOPWORDS,
-    normalize_space,
-    slugify,
-    strip_code,
-    tokenize,
-    truncate_words,
-)
+from ctxpipe.providers.rules.speech import rewrite, verb_lemma
+from ctxpipe.providers.rules.text import slugify, strip_code, truncate_words
 
 EXCEPTION_RE = re.compile(r"\b(?:[A-Za-z_][\w]*\.)*([A-Z]\w*(?:Error|Exception|Fault|Failure))\b")
 PROBLEM_RE = re.compile(
@@ -93,7 +86,7 @@ def _solution_summary(msg: Msg, max_words: int = 30) -> str:
     for i, s in enumerate(msg.sentences):
         first = (tokenize(s) or [""])[0]
         score = 0.0
-        if first in IMPERATIVE_VERBS or first in {"try", "halve", "halving", "then", "also"}:
+        if verb_lemma(first) == first or first in {"then", "also"}:  # an imperative
             score += 2
         if ADVICE_RE.search(s):
             score += 1
@@ -112,7 +105,7 @@ def _problem_phrase(problem: str) -> str:
     """'How do I check X?' → 'How to check X'; statements → third person."""
     text = re.sub(r"\b(how) (?:do|can|should|would) (?:i|we|you) ", r"\1 to ", problem, flags=re.I)
     text = re.sub(r"\?(?=\s|$)", "", text)
-    return to_third_person(text)
+    return rewrite(text, "the user").text
 
 
 def _slug(problem: str) -> str:

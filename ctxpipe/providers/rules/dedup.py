@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxpipe.providers.rules.facts import parse_lines
-from ctxpipe.providers.rules.text import containment, jaccard, token_set
+from ctxpipe.core.text import containment, jaccard, token_set
+from ctxpipe.providers.rules.lines import parse_lines
 
 APPEND_ONLY = frozenset({"events", "cases"})
 SIMILAR = 0.85

@@ -16,16 +16,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ctxpipe.providers.rules.entities import PERSON_AFTER, REL_BEFORE, names_in
+from ctxpipe.core.text import STOPWORDS, content_tokens, normalize_space, tokenize
 from ctxpipe.providers.rules.inputs import load_messages
-from ctxpipe.providers.rules.text import (
-    CHITCHAT,
-    STOPWORDS,
-    content_tokens,
-    normalize_space,
-    split_sentences,
-    tokenize,
-)
+from ctxpipe.providers.rules.speech import verb_lemma
+from ctxpipe.providers.rules.statements import names_in
+from ctxpipe.providers.rules.text import CHITCHAT, split_sentences
 
 STARTERS = (
     r"what|what's|where|when|who|whom|whose|why|how|which|do|does|did|is|are|was|were|can|"
@@ -112,10 +107,28 @@ def recent_names(recent: Any) -> list[tuple[str, str]]:
     return found
 
 
+_KIN_BEFORE = re.compile(r"\b(?:my|our)\s+[a-z-]+(?:\s+[a-z-]+)?,?\s*$", re.I)
+_NEXT_WORD = re.compile(r"^\s*('s\b|[a-z]+)")
+
+
+def _is_person(before: str, after: str) -> bool:
+    """A name is a person when a kin word of the speaker stands before it ("my sister
+    Hannah") or it is the subject of a past-tense verb ("Hannah said …")."""
+    if _KIN_BEFORE.search(before):
+        return True
+    m = _NEXT_WORD.match(after)
+    if not m or m.group(1) == "'s":
+        return bool(m)
+    word = m.group(1)
+    lemma = verb_lemma(word)
+    return lemma is not None and lemma not in ("be", "have", "do") and lemma != word
+
+
 def _add_names(found: list[tuple[str, str]], sentence: str) -> list[tuple[str, str]]:
     """Append the sentence's names (a 'person' cue anywhere upgrades an earlier entry)."""
-    for name, st, en in reversed(names_in(sentence)):
-        person = bool(REL_BEFORE.search(sentence[:st]) or PERSON_AFTER.match(sentence[en:]))
+    for name in reversed(names_in(sentence)):
+        st = sentence.find(name)
+        person = _is_person(sentence[:st], sentence[st + len(name) :])
         idx = next((i for i, (n, _) in enumerate(found) if n == name), None)
         if idx is None:
             found.append((name, "person" if person else "thing"))

@@ -17,12 +17,14 @@ from ctxpipe.core.errors import LLMError
 from ctxpipe.core.session import RequestContext
 from ctxpipe.providers.base import LLMUsage
 from ctxpipe.providers.rules.dedup import dedup_decision
-from ctxpipe.providers.rules.events import extract_entity_event
+from ctxpipe.providers.rules.extract import (
+    extract_entity_event,
+    extract_preferences,
+    extract_profile,
+)
 from ctxpipe.providers.rules.intent import intent_analysis
 from ctxpipe.providers.rules.merge import merge_bundle
-from ctxpipe.providers.rules.preferences import extract_preferences
 from ctxpipe.providers.rules.procedure import extract_procedure
-from ctxpipe.providers.rules.profile import extract_profile
 from ctxpipe.providers.rules.summarize import archive_summary
 
 T = TypeVar("T", bound=BaseModel)

@@ -1,372 +1,215 @@
-"""`policy.merge_bundle`: fold new L0/L1/L2 text into an existing memory, line by line.
+"""`policy.merge_bundle`: fold new lines into a memory; a change closes the line it replaces.
 
-Every old line is kept. A new line that is near-identical to an active old line (same polarity
-and token Jaccard ≥ 0.8, or adding no new content tokens) only contributes its message refs.
-A new line that contradicts an active old line wins: the old line stays, closed — marked
-``(superseded: <new fact>)`` and, when the new line is dated, valid until the new line's
-``valid from``, the session that replaced it — and the pair is reported in `conflicts`.
-Contradiction means same single-valued attribute with a different value ("works as …",
-"lives in …", "key: …"; a fact that ends one, "no longer works at Acme", replaces the facts
-naming its object), opposite polarity on the same object ("likes X" / "dislikes X"), or a
-different choice of the same kind ("prefers X" / "prefers Y" sharing a word, or both short
-names). The abstract is re-synthesised from the merged active facts, so merging the same new
-bundle twice yields exactly the same abstract/overview/content as merging it once.
+Every old line is kept. A new line that says what a valid old line says (token Jaccard ≥ 0.8,
+or no content word the old line lacks) only adds its message ids to it. Otherwise it is added,
+and in a profile or preference memory it *supersedes* each valid old line on the same topic
+that it contradicts or replaces (`supersedes`): the old line stays, closed — valid until the
+new line's ``valid from`` (the session that changed it) and ``(superseded: <new line>)`` — and
+the pair is reported in `conflicts`. Lines of one bundle are settled in order (the later line
+wins). The abstract is re-synthesised from the valid lines, so merging the same bundle twice
+yields the same texts as merging it once.
 """
 
 from __future__ import annotations
 
-import bisect
-import heapq
-import math
 import re
-from collections.abc import Collection, Iterator, Mapping
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
-from ctxpipe.providers.rules.facts import (
-    ENDS,
-    Fact,
-    attribute_conflict,
-    attribute_of,
-    fact_tokens,
-    object_tokens,
-    parse_lines,
-    polarity,
-    render_lines,
-    synthesize,
+from ctxpipe.core.text import containment, jaccard, token_set
+from ctxpipe.core.validity import TEMPORAL_CATEGORIES
+from ctxpipe.providers.rules.lines import Line, parse_lines, render_lines, synthesize
+from ctxpipe.providers.rules.speech import verb_lemma
+from ctxpipe.providers.rules.topics import (
+    is_change,
+    is_negated,
+    main_verb,
+    slot_of,
+    topic_words,
 )
-from ctxpipe.providers.rules.profile import profile_abstract
-from ctxpipe.providers.rules.text import containment, jaccard
 
-CHOICE_PREDICATES = frozenset({"prefers", "would rather"})
-REPLACE_KEYS = frozenset({"usage:"})  # counters: the newest value simply replaces the old one
-NEAR_JACCARD = 0.8  # two lines sharing this much of their words say the same thing
+NEAR_JACCARD = 0.8
 
 
-def near_identical(old: Fact, new: Fact) -> bool:
-    if polarity(old.predicate) != polarity(new.predicate):
+_KEY_RE = re.compile(r"^([a-z][a-z ]{0,30}):\s")
+
+
+@dataclass(frozen=True)
+class _Features:
+    tokens: frozenset[str]
+    topic: frozenset[str]
+    slot: str | None
+    negated: bool
+    change: bool
+    key: str | None
+
+
+@lru_cache(maxsize=16384)
+def _features(text: str) -> _Features:
+    verb = main_verb(text)
+    # a negation, or a verb that negates by its prefix ("dislikes" against "likes")
+    reversed_verb = verb[:3] == "dis" and verb_lemma(verb[3:]) == verb[3:]
+    key = _KEY_RE.match(text)
+    return _Features(
+        frozenset(token_set(text)),
+        frozenset(topic_words(text)),
+        slot_of(text),
+        is_negated(text) != reversed_verb,
+        is_change(text),
+        key.group(1) if key else None,
+    )
+
+
+class _Facts:
+    """A line and what it says (computed once per distinct text)."""
+
+    def __init__(self, line: Line) -> None:
+        self.line = line
+        f = _features(line.text)
+        self.tokens, self.topic, self.slot = f.tokens, f.topic, f.slot
+        self.negated, self.change, self.key = f.negated, f.change, f.key
+
+
+def same_statement(old: _Facts, new: _Facts) -> bool:
+    if old.negated != new.negated:
         return False
-    if old.predicate.endswith(":") and old.predicate != new.predicate:
+    if not old.tokens or not new.tokens:
+        return old.line.text.lower() == new.line.text.lower()
+    return (
+        jaccard(old.tokens, new.tokens) >= NEAR_JACCARD or containment(new.tokens, old.tokens) == 1
+    )
+
+
+def supersedes(old: _Facts, new: _Facts) -> bool:
+    """Does `new` contradict or replace `old` (both valid lines of one owner and category)?
+
+    - the same single-valued attribute (home, work, name, response style) with a value the old
+      line does not state (a topic word it lacks);
+    - the same topic (a shared topic word) with a reversal: the polarity flips (a negation on
+      one side only) or the new line says it is a change ("anymore", "no longer", "now",
+      "instead", "stopped", "switched" …).
+    """
+    if old.slot is not None and old.slot == new.slot:
+        return bool(new.topic - old.topic) or old.negated != new.negated
+    if not old.topic & new.topic:
         return False
-    if (old.predicate in ENDS) != (new.predicate in ENDS):  # "no longer works at X" ≠ "works at X"
-        return False
-    a, b = fact_tokens(old), fact_tokens(new)
-    if not a or not b:
-        return old.text.strip().lower() == new.text.strip().lower()
-    return jaccard(a, b) >= NEAR_JACCARD or containment(b, a) == 1.0
+    return old.negated != new.negated or new.change
 
 
-def _short_name(text: str) -> bool:
-    return len(text.split()) <= 3 and bool(re.search(r"[A-Z]", text))
+def collapse(lines: list[Line]) -> list[Line]:
+    """One bundle's lines with each statement once, where it was said last (the later
+    statement is the state the bundle ends in), carrying the refs of all its repeats."""
+    last: dict[tuple[str, bool], Line] = {}
+    for ln in lines:
+        key = (ln.text, ln.bullet)
+        if key in last:
+            merged = last.pop(key)
+            merged.add_refs(ln.refs)
+            last[key] = merged
+        else:
+            last[key] = Line(ln.text, list(ln.refs), ln.evidence, ln.validity, ln.bullet)
+    return list(last.values())
 
 
-def conflicts_with(old: Fact, new: Fact) -> bool:
-    """Does `new` contradict the (active, not near-identical) `old`?"""
-    if not old.bullet or not new.bullet:
-        return False
-    po, pn = old.predicate, new.predicate
-    if attribute_of(po) is not None and attribute_of(po) == attribute_of(pn):
-        return attribute_conflict(old, new)
-    oa, ob = object_tokens(old), object_tokens(new)
-    if polarity(po) * polarity(pn) == -1:
-        return bool(oa and ob) and (
-            jaccard(oa, ob) >= 0.5 or containment(oa, ob) >= 0.8 or containment(ob, oa) >= 0.8
-        )
-    if po in CHOICE_PREDICATES and pn in CHOICE_PREDICATES:
-        return bool(oa & ob) or (_short_name(old.obj) and _short_name(new.obj))
-    return False
+def merge_lines(
+    old: list[Line], new: list[Line], temporal: bool
+) -> tuple[list[Line], list[str], int, int]:
+    """(merged lines, conflicts "old -> new", lines added, lines folded into old ones).
 
-
-def _describe(old: Fact, new: Fact) -> str:
-    pred = old.predicate.rstrip(":") or "fact"
-    old_v = old.obj if old.predicate else old.text
-    new_v = new.obj if new.predicate == old.predicate and new.predicate else new.text
-    return f'{pred}: "{old_v}" → "{new_v}"'
-
-
-def _filed_under(f: Fact) -> list[str]:
-    """The keys an active bullet line is filed under for the lines that may contradict it:
-    its attribute (stated or ended), its object's words by polarity, and — for a choice — its
-    object's words and whether it is a short name (`conflicts_with`'s three ways)."""
-    predicate = f.predicate
-    group = attribute_of(predicate)
-    keys = [] if group is None else [("end:" if predicate in ENDS else "set:") + group]
-    return keys + _object_keys(f, polarity(predicate))
-
-
-def _looked_up_under(n: Fact) -> list[str]:
-    """The keys the lines `n` may contradict are filed under: a superset of those lines, so a
-    line is compared only with its possible rivals, not with every line of the memory."""
-    predicate = n.predicate
-    group = attribute_of(predicate)
-    keys = [] if group is None else ["set:" + group]
-    if group is not None and predicate not in ENDS:  # two facts ending one never conflict
-        keys.append("end:" + group)
-    return keys + _object_keys(n, -polarity(predicate))
-
-
-def _object_keys(f: Fact, pol: int) -> list[str]:
-    """`f`'s object words under polarity `pol` (0: none), and as a choice where it is one."""
-    keys = [f"{pol}:{t}" for t in object_tokens(f)] if pol else []
-    if f.predicate in CHOICE_PREDICATES:
-        keys.extend(f"choice:{t}" for t in object_tokens(f))
-        if _short_name(f.obj):
-            keys.append("choice:short-name")
-    return keys
-
-
-class _FactIndex:
-    """Where the lines that can match a new line are, so that a merge compares a new line only
-    with the lines sharing a word or an exact text with it, and with the active lines it may
-    contradict — not with every old line (a node of thousands of lines merges in linear time,
-    not quadratic). Active lines and closed (superseded) ones are filed apart: a merge asks
-    for one kind or the other, and lines only ever go from active to closed."""
-
-    def __init__(self, facts: list[Fact]) -> None:
-        self.facts = facts
-        # active lines, in index order (a dict is an ordered set a closed line leaves)
-        self.live_words: dict[str, dict[int, None]] = {}
-        self.live_texts: dict[str, dict[int, None]] = {}
-        self.rivals: dict[str, dict[int, None]] = {}  # active bullet lines, by `_filed_under`
-        # superseded lines, in index order (lines close in any order: kept sorted)
-        self.closed_words: dict[str, list[int]] = {}
-        self.closed_texts: dict[str, list[int]] = {}
-        for i, f in enumerate(facts):
-            self._add(i, f)
-
-    def _add(self, i: int, f: Fact) -> None:
-        if f.active:
-            for t in fact_tokens(f):
-                self.live_words.setdefault(t, {})[i] = None
-            self.live_texts.setdefault(_text_key(f), {})[i] = None
-            if f.bullet:
-                for key in _filed_under(f):
-                    self.rivals.setdefault(key, {})[i] = None
-        elif f.superseded:
-            self._add_closed(i, f)
-
-    def _add_closed(self, i: int, f: Fact) -> None:
-        for t in fact_tokens(f):
-            bisect.insort(self.closed_words.setdefault(t, []), i)
-        bisect.insort(self.closed_texts.setdefault(_text_key(f), []), i)
-
-    def append(self, f: Fact) -> None:
-        self.facts.append(f)
-        self._add(len(self.facts) - 1, f)
-
-    def close(self, i: int, by: Fact) -> None:
-        """Active line `i` is replaced by `by`: it is closed, filed with the closed lines, and
-        no longer anyone's rival."""
-        old = self.facts[i]
-        for t in fact_tokens(old):
-            self.live_words[t].pop(i, None)
-        self.live_texts[_text_key(old)].pop(i, None)
-        if old.bullet:
-            for key in _filed_under(old):
-                self.rivals[key].pop(i, None)
-        _close(old, by)
-        self._add_closed(i, old)
-
-    def near(self, n: Fact, *, closed: bool = False) -> Iterator[Fact]:
-        """The active (or the superseded) lines `near_identical` could hold true for, in
-        order, lazily (a caller that wants the first match stops there)."""
-        words: Mapping[str, Collection[int]] = self.closed_words if closed else self.live_words
-        texts: Mapping[str, Collection[int]] = self.closed_texts if closed else self.live_texts
-        tokens = sorted(fact_tokens(n), key=lambda t: (len(words.get(t, ())), t))
-        # prefix filter: a line sharing >= 80% of n's words (Jaccard >= 0.8 implies it) or all
-        # of them holds at least one of any `len - ceil(0.8 len) + 1` of them: the rarest
-        keep = len(tokens) - math.ceil(NEAR_JACCARD * len(tokens)) + 1
-        lists = [words.get(t, ()) for t in tokens[:keep]]
-        lists.append(texts.get(_text_key(n), ()))  # a line without words
-        last = -1
-        for i in heapq.merge(*lists):  # each one is in index order
-            if i != last:
-                last = i
-                yield self.facts[i]
-
-    def conflicting(self, n: Fact) -> list[int]:
-        """Indexes of the active lines `conflicts_with` could hold true for, in order."""
-        if not n.bullet:  # a free-text line never conflicts
-            return []
-        found: set[int] = set()
-        for key in _looked_up_under(n):
-            found.update(self.rivals.get(key, ()))
-        return sorted(found)
-
-
-def _text_key(f: Fact) -> str:
-    return f.text.strip().lower()
-
-
-def merge_facts(old: list[Fact], new: list[Fact]) -> tuple[list[Fact], list[str], int, int]:
-    """(merged lines, conflicts, lines added, duplicates folded)."""
-    index = _FactIndex([f.copy() for f in old])
+    The bundle is settled first (`collapse`, then its own lines in order: a later line closes
+    an earlier one it replaces), so merging the same bundle twice changes nothing. The valid
+    lines are grouped by their text: a new line is compared once with each distinct
+    statement, however often a memory repeats it."""
+    new = collapse(new)
+    if old:
+        new = merge_lines([], new, temporal)[0]
+    facts = [_Facts(ln) for ln in old]
+    valid: dict[str, list[_Facts]] = {}
+    for f in facts:
+        if f.line.active and f.line.bullet:
+            valid.setdefault(f.line.text, []).append(f)
     conflicts: list[str] = []
     added = folded = 0
-    # text → the line the last incoming line of that text went to. While that line is active it
-    # is the first active near-identical line for the same text again (lines only ever close,
-    # and new ones go last), so a repeated line costs a lookup, not a search.
-    went_to: dict[str, Fact] = {}
-    settled = _settle(new)  # copies: the caller's lines are not changed
-    # the bundle's latest word: a line it closes itself is no news against an old line
-    latest = {f.text.lower() for f in settled if f.active}
-    described: set[str] = set()
-    for n in settled:
-        if not n.text:
+    # a "key: value" line said once in the bundle is the key's value ("usage:", "status:");
+    # a key said several times is a list ("step:", "ok:")
+    keys = Counter(k.group(1) for ln in new if (k := _KEY_RE.match(ln.text)))
+    for ln in new:
+        n = _Facts(Line(ln.text, list(ln.refs), ln.evidence, ln.validity, ln.bullet))
+        if not ln.bullet:
+            if all(f.line.text != ln.text for f in facts):
+                facts.append(n)
+                added += 1
             continue
-        same_text = went_to.get(n.text) if not n.superseded else None
-        if same_text is not None and same_text.active:
-            same_text.refs.extend(r for r in n.refs if r not in same_text.refs)
-            same_text.evidence = same_text.evidence or n.evidence
+        if n.line.active:
+            twin = next((g[0] for g in valid.values() if same_statement(g[0], n)), None)
+        else:  # closed in the bundle: the same valid line (to be closed again) or closed one
+            twin = valid[n.line.text][0] if n.line.text in valid else None
+            twin = twin or next((f for f in facts if f.line.render() == n.line.render()), None)
+        if twin is not None:
+            twin.line.add_refs(n.line.refs)
             folded += 1
             continue
-        if n.superseded:  # history carried by the new bundle: kept once, with all its refs
-            same = next((r for r in index.near(n, closed=True) if near_identical(r, n)), None)
-            if same is None:
-                same = next((r for r in index.near(n) if near_identical(r, n)), None)
-            if same is not None:
-                same.refs.extend(r for r in n.refs if r not in same.refs)
-            else:
-                index.append(n)
-            continue
-        dup = next((r for r in index.near(n) if near_identical(r, n)), None)
-        if dup is None:  # old news: what superseded this line is the bundle's latest word
-            dup = next(
-                (
-                    r
-                    for r in index.near(n, closed=True)
-                    if _superseder(r) in latest and near_identical(r, n)
-                ),
-                None,
-            )
-        if dup is not None:
-            dup.refs.extend(r for r in n.refs if r not in dup.refs)
-            dup.evidence = dup.evidence or n.evidence
-            went_to[n.text] = dup
-            folded += 1
-            continue
-        went_to[n.text] = n
-        if n.predicate in REPLACE_KEYS:
-            kept = [r for r in index.facts if r.predicate != n.predicate]
-            index = _FactIndex([*kept, n])
-            went_to = {n.text: n}  # the lines dropped must not be folded into
-            added += 1
-            continue
-        for i in index.conflicting(n):
-            r = index.facts[i]
-            if conflicts_with(r, n):
-                description = _describe(r, n)
-                if description not in described:  # a thousand equal lines: one conflict
-                    described.add(description)
-                    conflicts.append(description)
-                index.close(i, n)
-        index.append(n)
+        if n.line.active:
+            for text, group in list(valid.items()):
+                f = group[0]
+                keyed = n.key is not None and n.key == f.key and keys[n.key] == 1
+                if keyed or (temporal and n.key is None and supersedes(f, n)):
+                    for g in group:
+                        g.line.close(n.line)
+                    del valid[text]
+                    conflicts.append(f"{text} -> {n.line.text}")
+            valid.setdefault(n.line.text, []).append(n)
+        facts.append(n)
         added += 1
-    return index.facts, conflicts, added, folded
+    return [f.line for f in facts], conflicts, added, folded
 
 
-def _close(old: Fact, new: Fact) -> None:
-    """`old` is replaced by `new`: superseded by it, valid until it became true."""
-    old.superseded = new.text
-    old.valid_to = old.valid_to or new.valid_from
+def headline(lines: list[Line]) -> list[Line]:
+    """The valid lines in the order an abstract states them: the single-valued attributes
+    (who the user is now: name, work, home, the replies they want) first, then the newest."""
+    valid = [ln for ln in lines if ln.active]
+    return sorted(reversed(valid), key=lambda ln: slot_of(ln.text) is None)
 
 
-def _superseder(fact: Fact) -> str:
-    return re.sub(r"^later in the session:\s*", "", fact.superseded).lower()
-
-
-def _settle(facts: list[Fact]) -> list[Fact]:
-    """Resolve contradictions inside one bundle first: a line is closed by the first later
-    active line that contradicts it (the later line wins)."""
-    out = [f.copy() for f in facts]
-    filed: dict[str, list[int]] = {}  # key → the active bullet lines filed under it, in order
-    for j, g in enumerate(out):
-        if g.bullet and g.active:
-            for key in _filed_under(g):
-                filed.setdefault(key, []).append(j)
-    # what decides a line's rival is its text alone, and the later lines' state does not change
-    # here, so the rival found for a text stands for its repeats up to that rival
-    rival_of: dict[str, int | None] = {}
-    for i, f in enumerate(out):
-        if not f.active or not f.bullet:
-            continue
-        rival = rival_of.get(f.text, -1)
-        if rival is not None and rival <= i:  # not looked for yet (-1), or behind this line
-            rival = _first_rival(out, filed, f, i)
-            rival_of[f.text] = rival
-        if rival is not None:
-            _close(f, out[rival])
-    return out
-
-
-def _after(lines: list[int], i: int) -> Iterator[int]:
-    """The entries of the ordered `lines` greater than `i`, lazily."""
-    for k in range(bisect.bisect_right(lines, i), len(lines)):
-        yield lines[k]
-
-
-def _first_rival(out: list[Fact], filed: dict[str, list[int]], f: Fact, i: int) -> int | None:
-    """The first line after `i` that contradicts line `i` (`f`), or None."""
-    after = [_after(filed.get(key, []), i) for key in _looked_up_under(f)]
-    last = -1
-    for j in heapq.merge(*after):  # each list is in index order: the first rival comes first
-        if j != last:
-            last = j
-            g = out[j]
-            if not near_identical(f, g) and conflicts_with(f, g):
-                return j
-    return None
-
-
-def _label(abstract: str) -> str:
+def _subject(abstract: str) -> str:
     head, sep, _ = abstract.partition(": ")
     return head.strip() if sep and 0 < len(head.split()) <= 8 else ""
 
 
-def merged_abstract(category: str, facts: list[Fact], old_abs: str, new_abs: str) -> str:
-    if not facts:
-        return new_abs.strip() or old_abs.strip() or "(empty)"
-    if category == "profile":
-        return profile_abstract(facts)
-    label = _label(new_abs) or _label(old_abs)
-    body = [f for f in facts if not f.predicate.endswith(":")]
-    return synthesize(label, body or facts)
-
-
 def merge_bundle(variables: dict[str, Any]) -> dict[str, Any]:
     category = str(variables.get("category") or "")
+    temporal = category in TEMPORAL_CATEGORIES
     old_abs = str(variables.get("existing_abstract") or "")
     new_abs = str(variables.get("new_abstract") or "")
-    old_ov = parse_lines(str(variables.get("existing_overview") or "")) or (
-        parse_lines(f"- {old_abs}") if old_abs else []
-    )
-    new_ov = parse_lines(str(variables.get("new_overview") or "")) or (
-        parse_lines(f"- {new_abs}") if new_abs else []
-    )
-    overview, conflicts, added, folded = merge_facts(old_ov, new_ov)
-    content, c_conflicts, _, _ = merge_facts(
-        parse_lines(str(variables.get("existing_content") or "")),
-        parse_lines(str(variables.get("new_content") or "")),
-    )
-    for c in c_conflicts:
-        if c not in conflicts and not any(_same_conflict(c, x) for x in conflicts):
-            conflicts.append(c)
-    abstract = merged_abstract(category, overview or content, old_abs, new_abs)
-    kept = len(old_ov)
-    reason = (
-        f"kept all {kept} existing line(s); added {added} new; folded {folded} near-duplicate(s)"
-    )
+    merged: dict[str, list[Line]] = {}
+    conflicts: list[str] = []
+    added = folded = kept = 0
+    for level in ("overview", "content"):
+        old = parse_lines(str(variables.get(f"existing_{level}") or ""))
+        new = parse_lines(str(variables.get(f"new_{level}") or ""))
+        if level == "overview":
+            old = old or (parse_lines(f"- {old_abs}") if old_abs else [])
+            new = new or (parse_lines(f"- {new_abs}") if new_abs else [])
+            kept = len(old)
+        lines, found, n_added, n_folded = merge_lines(old, new, temporal)
+        merged[level] = lines
+        conflicts.extend(c for c in found if c not in conflicts)
+        if level == "overview":
+            added, folded = n_added, n_folded
+    subject = _subject(new_abs) or _subject(old_abs)
+    body = merged["overview"] or merged["content"]
+    abstract = synthesize(subject, headline(body)) if body else (new_abs or old_abs or "(empty)")
+    reason = f"kept all {kept} existing line(s); added {added} new; folded {folded} duplicate(s)"
     if conflicts:
-        reason += f"; {len(conflicts)} conflict(s) resolved in favour of the new information"
+        reason += f"; {len(conflicts)} line(s) closed as replaced by the new information"
     if not added and not conflicts:
         reason += "; nothing new (already merged)"
     return {
         "abstract": abstract,
-        "overview": render_lines(overview),
-        "content": render_lines(content),
+        "overview": render_lines(merged["overview"]),
+        "content": render_lines(merged["content"]),
         "reason": reason,
         "conflicts": conflicts,
     }
-
-
-def _same_conflict(a: str, b: str) -> bool:
-    return a.split(":", 1)[0] == b.split(":", 1)[0] and a.split("→")[-1] == b.split("→")[-1]

@@ -11,16 +11,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ctxpipe.providers.rules.grammar import to_third_person
+from ctxpipe.core.text import STOPWORDS, normalize_space, tokenize
 from ctxpipe.providers.rules.inputs import Msg, Tool
+from ctxpipe.providers.rules.speech import rewrite
 from ctxpipe.providers.rules.text import (
-    STOPWORDS,
     is_bullet,
-    normalize_space,
     slugify,
     strip_bullet,
     strip_code,
-    tokenize,
     truncate_words,
 )
 
@@ -101,7 +99,7 @@ def extract_patterns(messages: list[Msg], tools: list[Tool]) -> list[dict[str, A
             continue
         seen.add(key)
         told = [
-            to_third_person(normalize_space(s)) if msg.is_user else normalize_space(s)
+            rewrite(normalize_space(s), "the user").text if msg.is_user else normalize_space(s)
             for s in steps
         ]
         stated = (

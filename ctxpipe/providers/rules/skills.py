@@ -13,15 +13,9 @@ import re
 from collections import Counter
 from typing import Any
 
+from ctxpipe.core.text import STOPWORDS, normalize_space, stem, tokenize
 from ctxpipe.providers.rules.inputs import Msg, Tool
-from ctxpipe.providers.rules.text import (
-    PHRASE_BREAKERS,
-    STOPWORDS,
-    normalize_space,
-    stem,
-    tokenize,
-    truncate_words,
-)
+from ctxpipe.providers.rules.text import is_breaker, truncate_words
 
 NOISE = frozenset("select from where null none true false output input result results done".split())
 
@@ -34,7 +28,7 @@ def _keywords(texts: list[str], k: int = 6) -> list[str]:
             t = tok.strip("-")
             if (
                 len(t) < 3
-                or t in PHRASE_BREAKERS
+                or is_breaker(t)
                 or t in NOISE
                 or t.isdigit()
                 or re.fullmatch(r"[\d.,:%/-]+\w{0,3}", t)

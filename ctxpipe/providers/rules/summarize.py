@@ -19,19 +19,10 @@ import re
 from collections import Counter
 from typing import Any
 
+from ctxpipe.core.text import STOPWORDS, content_tokens, normalize_space, stem, tokenize
 from ctxpipe.providers.rules.cases import EXCEPTION_RE, REJECT_RE, problem_sentences
 from ctxpipe.providers.rules.inputs import Msg, load_messages, load_tools
-from ctxpipe.providers.rules.text import (
-    CHITCHAT,
-    STOPWORDS,
-    content_tokens,
-    is_question,
-    normalize_space,
-    phrases,
-    stem,
-    tokenize,
-    truncate_words,
-)
+from ctxpipe.providers.rules.text import CHITCHAT, is_question, phrases, truncate_words
 
 DECISION_RE = re.compile(
     r"\b(?:decided|decide to|let's|let us|we'll|we will|agreed|agree to|going to|chose|choose "

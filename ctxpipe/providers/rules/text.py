@@ -1,56 +1,16 @@
-"""Text primitives of the rules provider: phrases, slugs, hedges, questions, and — from the
-one text module both paths share (`ctxpipe.core.text`: Snowball stems, one stopword list,
-pysbd sentences) — tokens, stems and sentences. The lexical cues are English; tokenisation is
-Unicode-aware (CJK runs become character bigrams) so overlap measures work beyond English.
-"""
+"""Text helpers of the rules provider that `ctxpipe.core.text` (tokens, Snowball stems, one
+stopword list, pysbd sentences) does not have: code stripping, slugs, noun phrases by part of
+speech (lemminflect), questions."""
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
 
-from ctxpipe.core.text import (
-    MAX_SENTENCE_CHARS,
-    STOPWORDS,
-    containment,
-    content_tokens,
-    cut_long,
-    jaccard,
-    normalize_space,
-    stem,
-    token_set,
-    tokenize,
-)
-from ctxpipe.core.text import cased_tokens as words
+from lemminflect import getAllLemmas
+
+from ctxpipe.core.text import STOPWORDS, cased_tokens
 from ctxpipe.core.text import split_sentences as core_split_sentences
-from ctxpipe.providers.rules.grammar import IRREGULAR_PAST
-
-# Frequent verbs / adverbs / adjectives that end a noun phrase (RAKE-style phrase delimiters).
-PHRASE_BREAKERS = STOPWORDS | frozenset(
-    """add added adding agree agreed allow ask asked be become began begin believe bring build
-    built buy call called came change changed check checked choose chose come consider could
-    create created decide decided did do does done feel felt find found fix fixed fixing gave
-    get getting give go goes going gone good great had happen happened has have hear heard help
-    helped hope keep kept know knew let like liked look looked looking love loved make made
-    making mean meant meet met move moved need needed needs new old open prefer preferred put
-    ran read run running runs said saw say says see seem seemed seems set show showed start
-    started starting stop stopped suggest take taken tell think thought told took tried try
-    trying turn turned understand use used uses using want wanted wants went work worked working
-    works write wrote also always never usually often sometimes typically currently recently
-    finally first then next last later soon again instead exactly pretty definitely perfect
-    nice cool awesome fine glad happy sorry hard easy better best worse worst big small little
-    many several few enough able sure true false certain main same different quick quickly
-    slow slowly book booked keep keeps keeping fail fails failing failed crash crashes
-    crashed crashing getting stays stay seems sounds sound two three four five six seven
-    eight nine ten minutes hours days weeks months years minute hour day week month year
-    morning evening night monday tuesday wednesday thursday friday saturday sunday january
-    february march april june july august september october november december near across
-    along behind beside inside outside toward towards around among despite onto beyond supports
-    support offers offer includes include provides provide requires require allows allow
-    contains contain takes take gives give rejects reject rejecting validates validate hit hits
-    picks pick updates update stand""".split()
-)
 
 CHITCHAT = frozenset(
     """hi hello hey yo thanks thank thx ty you ok okay cool great nice good morning evening night
@@ -58,11 +18,6 @@ CHITCHAT = frozenset(
     right sounds welcome np problem see later much very appreciate appreciated that's it's
     wonderful fantastic amazing excellent brilliant the a so ah oh hmm understood noted""".split()
 )
-
-ABBREVIATIONS = frozenset(
-    "e.g i.e dr mr mrs ms prof vs etc st inc ltd co corp jr sr approx no fig al cf".split()
-)
-
 _CODE_FENCE_RE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _INLINE_CODE_RE = re.compile(r"`([^`\n]+)`")
 _BULLET_RE = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+")
@@ -72,18 +27,12 @@ def strip_code(text: str) -> tuple[str, list[str]]:
     """Split `text` into prose (code fences removed) and the list of fenced code blocks."""
     blocks = [b.strip("`").strip() for b in _CODE_FENCE_RE.findall(text)]
     prose = _CODE_FENCE_RE.sub("\n", text)
-    prose = _INLINE_CODE_RE.sub(lambda m: m.group(1), prose)
-    return prose, blocks
+    return _INLINE_CODE_RE.sub(lambda m: m.group(1), prose), blocks
 
 
-# A "sentence" longer than this (no punctuation for pages, or "A. A. A. …") is cut at word
-# boundaries into pieces of at most this length: every rule then works on bounded text, so the
-# provider's time grows linearly with the size of a message.
 def split_sentences(text: str) -> list[str]:
-    """Sentences of `text` (code fences dropped; `ctxpipe.core.text.split_sentences`: lines are
-    hard breaks, bullets/numbers kept, none longer than `MAX_SENTENCE_CHARS`)."""
-    prose, _ = strip_code(text)
-    return core_split_sentences(prose)
+    """Sentences of `text` without its code fences (`ctxpipe.core.text.split_sentences`)."""
+    return core_split_sentences(strip_code(text)[0])
 
 
 def strip_bullet(line: str) -> str:
@@ -99,8 +48,7 @@ def slugify(text: str, max_words: int = 6) -> str:
     norm = unicodedata.normalize("NFKD", text)
     norm = "".join(c for c in norm if not unicodedata.combining(c))
     parts = [p for p in re.split(r"[^\w]+", norm.lower().replace("_", " ")) if p]
-    slug = "-".join(parts[:max_words])
-    return slug[:80].strip("-") or "item"
+    return "-".join(parts[:max_words])[:80].strip("-") or "item"
 
 
 def truncate_words(text: str, n: int) -> str:
@@ -108,63 +56,29 @@ def truncate_words(text: str, n: int) -> str:
     return text if len(ws) <= n else " ".join(ws[:n]) + " …"
 
 
+def is_breaker(word: str) -> bool:
+    """Does `word` end a noun phrase? Function words, numbers and the words the lexicon knows
+    only as verbs, adverbs or adjectives do (RAKE-style phrase delimiters, by part of speech)."""
+    lw = word.lower().replace("’", "'")
+    if lw in STOPWORDS or lw.isdigit():
+        return True
+    pos = getAllLemmas(lw)
+    return bool(pos) and "NOUN" not in pos and "PROPN" not in pos
+
+
 def phrases(sentence: str, max_len: int = 4) -> list[str]:
     """Candidate noun phrases: maximal runs of non-breaker words (RAKE), original casing."""
     out: list[str] = []
-    run: list[str] = []
-    # punctuation splits runs: work on punctuation-separated chunks
     for chunk in re.split(r"[,;:!?()\[\]{}\"“”]|\s[-–—]\s|\.(?:\s|$)", sentence):
-        for w in words(chunk):
-            lw = w.lower().replace("’", "'")
-            breaker = (
-                lw in PHRASE_BREAKERS
-                or lw in IRREGULAR_PAST
-                or (lw.endswith(("ly", "ed")) and len(lw) > 4 and lw.isalpha() and w.islower())
-                or lw.isdigit()
-            )
-            if breaker:
+        run: list[str] = []
+        for w in [*cased_tokens(chunk), "."]:
+            if is_breaker(w) or w == ".":
                 if run:
                     out.append(" ".join(run[-max_len:]))
                 run = []
             else:
                 run.append(w)
-        if run:
-            out.append(" ".join(run[-max_len:]))
-        run = []
     return [p for p in out if len(p) > 1]
-
-
-def head_noun(phrase: str) -> str:
-    ws = [w for w in words(phrase) if w.lower() not in PHRASE_BREAKERS]
-    return ws[-1] if ws else phrase
-
-
-def is_capitalized(word: str) -> bool:
-    if word.isupper():
-        return len(word) > 1
-    return word[:1].isupper()
-
-
-def dedupe_keep_order(items: Iterable[str]) -> list[str]:
-    seen: set[str] = set()
-    out: list[str] = []
-    for item in items:
-        key = item.lower()
-        if key not in seen:
-            seen.add(key)
-            out.append(item)
-    return out
-
-
-HEDGES = re.compile(
-    r"\b(i think|i guess|i suppose|maybe|perhaps|probably|kind of|sort of|not sure|might|"
-    r"i believe|possibly|somewhat|i feel like)\b",
-    re.IGNORECASE,
-)
-
-
-def is_hedged(sentence: str) -> bool:
-    return bool(HEDGES.search(sentence))
 
 
 def is_question(sentence: str) -> bool:
@@ -179,34 +93,3 @@ def is_question(sentence: str) -> bool:
             re.IGNORECASE,
         )
     ) and not s.endswith((".", "!"))
-
-
-__all__ = [
-    "ABBREVIATIONS",
-    "CHITCHAT",
-    "HEDGES",
-    "MAX_SENTENCE_CHARS",
-    "PHRASE_BREAKERS",
-    "STOPWORDS",
-    "containment",
-    "content_tokens",
-    "cut_long",
-    "dedupe_keep_order",
-    "head_noun",
-    "is_bullet",
-    "is_capitalized",
-    "is_hedged",
-    "is_question",
-    "jaccard",
-    "normalize_space",
-    "phrases",
-    "slugify",
-    "split_sentences",
-    "stem",
-    "strip_bullet",
-    "strip_code",
-    "token_set",
-    "tokenize",
-    "truncate_words",
-    "words",
-]

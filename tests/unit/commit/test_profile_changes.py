@@ -5,7 +5,7 @@ from __future__ import annotations
 from conftest import commit, request
 
 from ctxpipe.core.enums import CommitStatus
-from ctxpipe.providers.rules.facts import parse_lines
+from ctxpipe.providers.rules.lines import parse_lines
 
 PROFILE = "ctx://acme/users/alice/memories/profile"
 
@@ -38,31 +38,27 @@ def test_a_later_session_supersedes_home_and_job_and_keeps_the_old_ones(make_com
 
     profile = comp.fs.read_node(PROFILE)
     facts = parse_lines(profile.overview)
-    current = {f.text for f in facts if f.active}
-    old = {f.text: f.superseded for f in facts if not f.active}
-    assert {"lives in Munich", "leads a team of six engineers at Initech"} <= current
+    current = [f.text for f in facts if f.active]
+    old = {f.text: f.validity.superseded for f in facts if not f.active}
+    moved = next(t for t in current if "Munich" in t)
+    leads = next(t for t in current if "Initech" in t)
+    # home and employer are single-valued: each new value closes the old one and names it
     assert old == {
-        "lives in Berlin": "lives in Munich",
-        "works as a data engineer at Acme Corp": "leads a team of six engineers at Initech",
+        "The user lives in Berlin.": moved,
+        "The user is a data engineer at Acme Corp": leads,
     }
-    assert "Munich" in profile.abstract and "Berlin" not in profile.abstract
-    assert "leads a team of six engineers at Initech" in profile.abstract
-    # the history stays in the full text too
-    assert "lives in Berlin [s1:m1" in profile.content and "(superseded: lives in Munich)" in (
-        profile.content
-    )
+    assert "Munich" in profile.abstract and "Initech" in profile.abstract
+    assert "Acme" not in profile.abstract and "lives in Berlin" not in profile.abstract
+    # the history stays in the full text too, with the turn it came from
+    assert "The user lives in Berlin. [s1:m1" in profile.content
+    assert f"(superseded: {moved})" in profile.content
 
+    # the places and organisations are entities, each citing only the turns that name it
     entities = {
         c.name: comp.fs.read_node(c.uri)
         for c in comp.fs.list_children("ctx://acme/users/alice/memories/entities/")
     }
-    for city in ("berlin", "munich"):
-        node = next(n for name, n in entities.items() if name.startswith(city))
-        assert node.overview.splitlines()[0] == "- type: place", node.overview
-    assert not any(n.overview.startswith("- type: organisation") for n in cities(entities))
     munich = next(n for name, n in entities.items() if name.startswith("munich"))
-    assert "the user now leads a team of six engineers at Initech" in munich.content
-
-
-def cities(entities):  # type: ignore[no-untyped-def]
-    return [n for name, n in entities.items() if name.startswith(("berlin", "munich"))]
+    initech = next(n for name, n in entities.items() if name.startswith("initech"))
+    assert "moved to Munich" in munich.content and munich.source_refs == ["s2:n1"]
+    assert "now leads a team of six engineers at Initech" in initech.content

@@ -11,7 +11,7 @@ from ctxpipe.core.enums import CommitStatus
 from ctxpipe.core.validity import line_holds, parse_as_of
 from ctxpipe.providers.base import run_sync
 from ctxpipe.providers.rules import RulesLLM
-from ctxpipe.providers.rules.facts import parse_lines
+from ctxpipe.providers.rules.lines import parse_lines
 
 PROFILE = "ctx://acme/users/alice/memories/profile"
 
@@ -39,25 +39,23 @@ def test_a_replaced_fact_is_closed_with_the_session_dates(make_components):
     comp = make_components()
     assert commit(comp, request(BERLIN, commit_id="c1")).status is CommitStatus.SUCCESS
     first = comp.fs.read_node(PROFILE)
-    assert all(f.valid_from == "2023-05-01" for f in parse_lines(first.overview))
+    assert all(f.validity.valid_from == "2023-05-01" for f in parse_lines(first.overview))
     assert commit(comp, request(LISBON, session="s2", commit_id="c2")).status is (
         CommitStatus.SUCCESS
     )
     profile = comp.fs.read_node(PROFILE)
     for text in (profile.overview, profile.content):
-        facts = {f.text: f for f in parse_lines(text)}
-        berlin, lisbon = facts["lives in Berlin"], facts["lives in Lisbon"]
-        assert (berlin.valid_from, berlin.valid_to, berlin.superseded) == (
-            "2023-05-01",
-            "2023-07-01",
-            "lives in Lisbon",
-        )
-        assert (lisbon.valid_from, lisbon.valid_to, lisbon.superseded) == ("2023-07-01", "", "")
+        facts = parse_lines(text)
+        berlin = next(f for f in facts if "Berlin" in f.text)
+        lisbon = next(f for f in facts if "Lisbon" in f.text)
+        nurse = next(f for f in facts if "nurse" in f.text)
+        b, li = berlin.validity, lisbon.validity
+        assert (b.valid_from, b.valid_to, b.superseded) == ("2023-05-01", "2023-07-01", lisbon.text)
+        assert (li.valid_from, li.valid_to, li.superseded) == ("2023-07-01", "", "")
         assert not berlin.active and lisbon.active
-        assert facts["works as a nurse"].active  # untouched facts keep their first date
-        assert facts["works as a nurse"].valid_from == "2023-05-01"
+        assert nurse.active and nurse.validity.valid_from == "2023-05-01"  # untouched
     line = next(ln for ln in profile.overview.splitlines() if "Berlin" in ln)
-    assert line.endswith("(valid from 2023-05-01 until 2023-07-01) (superseded: lives in Lisbon)")
+    assert line.endswith(f"(valid from 2023-05-01 until 2023-07-01) (superseded: {lisbon.text})")
     assert not line_holds(line) and line_holds(line, parse_as_of("2023-06-01"))
     assert "Lisbon" in profile.abstract and "Berlin" not in profile.abstract
 
@@ -84,18 +82,22 @@ class CarelessMergeLLM:
     async def complete_json(self, prompt_id, variables, schema, ctx=None, usage=None):  # type: ignore[no-untyped-def]
         if prompt_id != "policy.merge_bundle" or variables["category"] != "profile":
             return await self._inner.complete_json(prompt_id, variables, schema, ctx, usage)
-        lines = (
-            "- works as a nurse [s1:m1]\n"
-            "- lives in Berlin [s1:m1] (superseded: lives in Lisbon)\n"
-            "- lives in Lisbon [n1]"
-        )
+        old = parse_lines(variables["existing_overview"])
+        new = parse_lines(variables["new_overview"])
+        moved = next(n.text for n in new if "Lisbon" in n.text)
+        copied = [
+            f"- {f.text} [{', '.join(f.refs)}]"
+            + (f" (superseded: {moved})" if "Berlin" in f.text else "")
+            for f in old
+        ]  # the dates dropped, the replaced fact only marked
+        lines = "\n".join(copied + [f"- {n.text} [{', '.join(n.refs)}]" for n in new])
         return schema.model_validate(
             {
-                "abstract": "User: works as a nurse; lives in Lisbon",
+                "abstract": f"User: {moved}",
                 "overview": lines,
                 "content": lines,
                 "reason": "moved",
-                "conflicts": ["lives in Berlin -> lives in Lisbon"],
+                "conflicts": [f"Berlin -> {moved}"],
             }
         )
 
@@ -107,9 +109,12 @@ def test_a_models_merge_is_dated_like_the_rules_one(make_components):
     comp = make_components(llm=CarelessMergeLLM())
     commit(comp, request(BERLIN, commit_id="c1"))
     commit(comp, request(LISBON, session="s2", commit_id="c2"))
-    facts = {f.text: f for f in parse_lines(comp.fs.read_node(PROFILE).overview)}
-    berlin, lisbon = facts["lives in Berlin"], facts["lives in Lisbon"]
-    assert (berlin.valid_from, berlin.valid_to) == ("2023-05-01", "2023-07-01")
-    assert berlin.superseded == "lives in Lisbon"
-    assert (lisbon.valid_from, lisbon.valid_to) == ("2023-07-01", "")
-    assert facts["works as a nurse"].valid_from == "2023-05-01"
+    facts = parse_lines(comp.fs.read_node(PROFILE).overview)
+    berlin, lisbon, nurse = (
+        next(f for f in facts if word in f.text) for word in ("Berlin", "Lisbon", "nurse")
+    )
+    b, li = berlin.validity, lisbon.validity
+    assert (b.valid_from, b.valid_to) == ("2023-05-01", "2023-07-01")
+    assert b.superseded == lisbon.text
+    assert (li.valid_from, li.valid_to) == ("2023-07-01", "")
+    assert nurse.validity.valid_from == "2023-05-01"

@@ -1,0 +1,188 @@
+"""A speaker's sentences about themselves, rewritten in the third person.
+
+The mechanism is grammatical, not a list of phrasings: a sentence is about its speaker when it
+has a first-person word (I, me, my, we, our …). The first-person words are replaced by the
+speaker's name (or "the user"), and the verb that follows a first-person singular subject —
+after any adverbs — is put in the third person with `lemminflect` ("I love" → "loves",
+"I'm" → "is", "I don't" → "doesn't"); a past or modal verb is left as it is. Part-of-speech
+comes from lemminflect's lexicon (the parts of speech a word can have), so no verb list is
+needed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from lemminflect import getAllLemmas, getInflection
+
+_TOKEN_RE = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*|\S")
+# the first-person words: subject forms (handled with their verb) and the others
+_SUBJECT = {"i": "", "i'm": "is", "i've": "has", "i'll": "will", "i'd": "would"}
+_PLURAL_SUBJECT = {"we": "", "we're": "are", "we've": "have", "we'll": "will", "we'd": "would"}
+_OTHER = {
+    "myself": "themself",
+    "mine": "theirs",
+    "us": "them",
+    "ourselves": "themselves",
+    "ours": "theirs",
+    "our": "their",
+}
+# the third person of a first-person auxiliary (lemminflect gives "is"/"has"/"does" too, but
+# a negative contraction has no entry)
+_AUX_3RD = {"am": "is", "have": "has", "do": "does", "don't": "doesn't", "haven't": "hasn't"}
+_AUXILIARIES = frozenset(
+    "be have do will would can could shall should may might must".split()
+)  # the closed class of English auxiliaries: a verb chain goes on after them
+_NEGATIONS = frozenset({"not", "never", "no", "nor", "neither", "nobody", "nothing"})
+FIRST_PERSON = frozenset(_SUBJECT) | frozenset(_PLURAL_SUBJECT) | frozenset(_OTHER) | {"my"}
+
+
+@lru_cache(maxsize=65536)
+def lemmas(word: str) -> dict[str, tuple[str, ...]]:
+    """The lemmas of `word` by universal part of speech ({} for an unknown word)."""
+    return dict(getAllLemmas(word.lower()))
+
+
+def is_adverb_only(word: str) -> bool:
+    pos = lemmas(word)
+    return "ADV" in pos and "VERB" not in pos and "AUX" not in pos
+
+
+def verb_lemma(word: str) -> str | None:
+    pos = lemmas(word)
+    found = pos.get("VERB") or pos.get("AUX")
+    return found[0] if found else None
+
+
+def _adverb_before_verb(tokens: list[re.Match[str]], j: int) -> bool:
+    """Is token `j` an adverb between a subject and its verb ("I still live": still)?"""
+    word = tokens[j].group(0)
+    if is_adverb_only(word):
+        return True
+    nxt = tokens[j + 1].group(0) if j + 1 < len(tokens) else ""
+    return "ADV" in lemmas(word) and bool(nxt) and verb_lemma(nxt) is not None
+
+
+def third_person(verb: str) -> str:
+    """`verb` as it follows he/she: base forms inflected, past forms and modals kept."""
+    low = verb.lower()
+    if low in _AUX_3RD:
+        return _AUX_3RD[low]
+    pos = lemmas(low)
+    if "AUX" in pos and low not in ("be", "need"):  # can, will, would, must, was …
+        return verb
+    lemma = verb_lemma(low)
+    if lemma is None or lemma != low:  # a past form, a participle, or not a verb
+        return verb
+    forms = getInflection(lemma, tag="VBZ")
+    return forms[0] if forms else verb
+
+
+def _normal(text: str) -> str:
+    return text.replace("\u2019", "'").replace("\u2018", "'")
+
+
+def has_first_person(sentence: str) -> bool:
+    return any(t.lower() in FIRST_PERSON for t in _TOKEN_RE.findall(_normal(sentence)))
+
+
+def first_person_subject(sentence: str) -> bool:
+    """Is a first-person singular word the subject of one of its clauses?"""
+    return any(t.lower() in _SUBJECT for t in _TOKEN_RE.findall(_normal(sentence)))
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    text: str
+    main_verb: str  # lemma of the verb that follows the first-person subject ("" when none)
+    negated: bool
+
+
+def rewrite(sentence: str, name: str) -> Rewritten:
+    """`sentence` in the third person about `name` (the speaker)."""
+    text = _normal(sentence)
+    out: list[str] = []
+    pos = 0
+    tokens = list(_TOKEN_RE.finditer(text))
+    owner_named = False
+    main_verb = ""
+    i = 0
+    while i < len(tokens):
+        m = tokens[i]
+        out.append(text[pos : m.start()])
+        pos = m.end()
+        word = m.group(0)
+        low = word.lower()
+        if low in _SUBJECT or low in _PLURAL_SUBJECT:
+            plural = low in _PLURAL_SUBJECT
+            subject = f"{name} and others" if plural else name
+            if i == 0 or (out and out[-1].strip() == "" and _sentence_start(out)):
+                subject = subject[0].upper() + subject[1:]
+            aux = (_PLURAL_SUBJECT if plural else _SUBJECT)[low]
+            out.append(subject + (f" {aux}" if aux else ""))
+            owner_named = True
+            if aux:
+                after = [t.group(0) for t in tokens[i + 1 :]]
+                main_verb = main_verb or _chain_verb([word.split("'")[1], *after])
+                i += 1
+                continue
+            # the verb after the subject and its adverbs
+            j = i + 1
+            while j < len(tokens) and _adverb_before_verb(tokens, j):
+                j += 1
+            if j < len(tokens) and plural:
+                main_verb = main_verb or _chain_verb([t.group(0) for t in tokens[j:]])
+            elif j < len(tokens):
+                verb = tokens[j].group(0)
+                low_verb = verb.lower()
+                if low_verb in _AUX_3RD or low_verb.endswith("n't") or verb_lemma(verb):
+                    main_verb = main_verb or _chain_verb([t.group(0) for t in tokens[j:]])
+                    for k in range(i + 1, j):
+                        out.append(text[pos : tokens[k].start()] + tokens[k].group(0))
+                        pos = tokens[k].end()
+                    out.append(text[pos : tokens[j].start()] + third_person(verb))
+                    pos = tokens[j].end()
+                    i = j + 1
+                    continue
+            i += 1
+            continue
+        if low == "my":
+            out.append(f"{name}'s" if not owner_named else "their")
+            owner_named = True
+        elif low == "me":
+            out.append(name)
+        elif low in _OTHER:
+            out.append(_OTHER[low])
+        else:
+            out.append(word)
+        i += 1
+    out.append(text[pos:])
+    negated = any(t.group(0).lower() in _NEGATIONS or t.group(0).endswith("n't") for t in tokens)
+    return Rewritten("".join(out).strip(), main_verb, negated)
+
+
+def _chain_verb(words: list[str]) -> str:
+    """The lemma of the main verb of a verb chain ("don't need" → need, "have been writing"
+    → write, "'m a nurse" → be): auxiliaries, negations and adverbs lead to the next verb."""
+    found = ""
+    for word in words:
+        low = word.lower()
+        if low in ("not", "n't") or is_adverb_only(low):
+            continue
+        if low.endswith("n't"):
+            low = {"can't": "can", "won't": "will", "shan't": "shall"}.get(low, low[:-3])
+        low = {"m": "am", "ve": "have", "ll": "will", "d": "would", "re": "are"}.get(low, low)
+        lemma = verb_lemma(low)
+        if lemma is None:
+            break
+        found = lemma
+        if lemma not in _AUXILIARIES:
+            break
+    return found
+
+
+def _sentence_start(out: list[str]) -> bool:
+    before = "".join(out).rstrip()
+    return not before or before[-1] in '.!?:;"('

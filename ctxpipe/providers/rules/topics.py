@@ -1,0 +1,180 @@
+"""What a statement is about: its main verb and subject, its topic words, the single-valued
+attribute it sets, and whether it reverses or changes something.
+
+Cardinality: a statement is about a single-valued attribute (`SLOTS`: home, work, name, the
+style of the replies the user wants) when a verb of the speaker states it, a noun the speaker
+owns names it, or it says what the speaker is at an organisation; everything else
+accumulates. `topic_words` are the words that say what a statement is about (its content
+words' lemmas minus attitude verbs, auxiliaries, change cues, dates and names): two statements
+share a topic when they share one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+from ctxpipe.core.text import STOPWORDS, stem
+from ctxpipe.providers.rules.dates import strip_dates
+from ctxpipe.providers.rules.speech import is_adverb_only, lemmas, verb_lemma
+
+ATTITUDE = frozenset("like love enjoy prefer hate dislike want need wish adore fancy mind".split())
+FAVOURITE = frozenset({"favorite", "favourite", "rather"})
+# single-valued attributes: the verbs that state them and the nouns that name them
+SLOTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "home": (frozenset("live move relocate reside base".split()), frozenset({"hometown"})),
+    "work": (
+        frozenset("work join lead manage employ hire".split()),
+        frozenset("job employer career profession occupation".split()),
+    ),
+    "name": (frozenset({"call"}), frozenset({"name"})),
+    "response style": (
+        frozenset(),
+        frozenset("answer reply response explanation summary".split()),
+    ),
+}
+# words that say a statement replaces an earlier one on its topic
+CHANGE_CUES = ("anymore", "any more", "no longer", "now", "instead", "these days", "nowadays")
+CHANGE_VERBS = frozenset("stop quit switch change leave become".split())
+WORD_RE = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*")
+_GENERIC = frozenset("be have do get go make take thing lot really".split())
+
+
+@lru_cache(maxsize=65536)
+def lemma(word: str) -> str:
+    """The dictionary form of `word`: an inflected verb's verb ("lives" → live), else its noun,
+    verb or adjective lemma."""
+    pos = lemmas(word)
+    verb = pos.get("VERB")
+    if verb and verb[0] != word.lower():
+        return verb[0]
+    for tag in ("NOUN", "VERB", "AUX", "ADJ"):
+        if tag in pos:
+            return pos[tag][0]
+    return word.lower()
+
+
+def word_lemmas(text: str) -> set[str]:
+    return {lemma(w) for w in WORD_RE.findall(text.replace("\u2019", "'"))}
+
+
+_SUBJECT_WORDS = frozenset({"the", "user", "and", "others", "they"})
+
+
+def subject_verb(text: str) -> tuple[str, bool]:
+    """(the lemma of the main verb of a third-person statement, whether its subject is the
+    speaker): "Ana doesn't need …" → (need, True); "prefers short answers" → (prefer, True);
+    "The user's sister Hannah lives in Cork" → (live, False). A lead-in before a colon ("Big
+    news: …") is skipped; the subject is the speaker when it is only a name or "the user"."""
+    head, colon, rest = text.partition(": ")
+    body = rest if colon and len(head.split()) <= 4 else text
+    words = WORD_RE.findall(body.replace("\u2019", "'"))
+    start = 0  # past the subject: a name, a possessive, "the user", "and others"
+    while start < len(words):
+        w = words[start]
+        subject_word = w.lower() in _SUBJECT_WORDS or w.endswith("'s")
+        if not subject_word and not (w[:1].isupper() and verb_lemma(w) is None):
+            break
+        start += 1
+    own = not any(w.endswith("'s") for w in words[:start])
+    found = ""
+    for w in words[start : start + 6]:
+        low = w.lower()
+        if low in ("not", "no", "longer", "never") or is_adverb_only(low):
+            continue
+        low = low[:-3] if low.endswith("n't") else low
+        lem = verb_lemma({"doesn": "does", "ca": "can", "wo": "will"}.get(low, low))
+        if lem is None:
+            break
+        found = lem
+        if lem not in ("be", "have", "do", "will", "would", "can", "could", "should", "must"):
+            break
+    return found, own and bool(found)
+
+
+def main_verb(text: str) -> str:
+    """The lemma of the main verb of a third-person statement ("" when none is found)."""
+    return subject_verb(text)[0]
+
+
+# what someone is at an organisation: "is a nurse at St. Mary's", "is Alice, a data engineer at"
+_ROLE_AT_RE = re.compile(r"\b(?:is|was|am)\b[^.;]*?\ban?\s+(?:[\w-]+\s+){0,3}?at\s+[A-Z]")
+# a noun the subject owns ("the user's job", "their new job")
+_OWN_RE = re.compile(r"(?:'s|\btheir)\s+([a-z]+)(?:\s+([a-z]+))?")
+
+
+def verbs_of(text: str) -> set[str]:
+    """The main verb of `text` and the verbs coordinated with it ("left Berlin and moved to
+    Munich" → leave, move)."""
+    found = {main_verb(text)}
+    for m in re.finditer(r"\band\s+(?:then\s+)?([a-z]+)", text):
+        lem = verb_lemma(m.group(1))
+        if lem and lem != m.group(1) and "NOUN" not in lemmas(m.group(1)):
+            found.add(lem)
+    return found
+
+
+def slot_of(text: str) -> str | None:
+    """The single-valued attribute a statement is about (None: it accumulates): a verb of the
+    speaker states it ("lives", "moved", "works"), a noun the speaker owns names it ("the
+    user's job"), it says what the speaker is at an organisation ("is a nurse at St. Mary's"),
+    or it is an attitude to the replies the speaker gets ("prefers short answers")."""
+    _, own = subject_verb(text)  # a verb of someone else (a sister's home) is not the speaker's
+    words = word_lemmas(text)
+    verbs = verbs_of(text) if own else set()
+    owned = {
+        lemma(w)
+        for m in _OWN_RE.finditer(text)
+        if _owner_is_subject(text, m)
+        for w in m.groups()
+        if w
+    }
+    if own and _ROLE_AT_RE.search(text):
+        return "work"
+    for name, (slot_verbs, nouns) in SLOTS.items():
+        if name == "response style":
+            if nouns & words and (words & ATTITUDE or verbs & ATTITUDE):
+                return name
+        elif verbs & slot_verbs or owned & nouns:
+            return name
+    return None
+
+
+def _owner_is_subject(text: str, m: re.Match[str]) -> bool:
+    """Is the owner of a possessive the statement's subject ("The user's job", "their job";
+    not "The user's sister Hannah's job")?"""
+    if m.group(0).startswith("their"):
+        return True
+    before = WORD_RE.findall(text[: m.start()].rsplit(":", 1)[-1])
+    return bool(before) and all(w.lower() in _SUBJECT_WORDS or w[:1].isupper() for w in before)
+
+
+def is_change(text: str) -> bool:
+    low = f" {text.lower()} "
+    cue = any(re.search(rf"\b{c}\b", low) for c in CHANGE_CUES)
+    return cue or main_verb(text) in CHANGE_VERBS
+
+
+def is_negated(text: str) -> bool:
+    low = text.lower().replace("\u2019", "'")
+    return bool(re.search(r"\b(?:not|never|no longer|no more)\b|n't\b", low))
+
+
+def topic_words(text: str, names: Iterable[str] = ()) -> set[str]:
+    """Stems of the lemmas of what `text` is about (attitudes, auxiliaries, cues, names and
+    function words left out)."""
+    skip = {n.lower() for name in names for n in name.split()}
+    skip |= ATTITUDE | _GENERIC | CHANGE_VERBS | set(STOPWORDS)
+    skip |= {c for cue in CHANGE_CUES for c in cue.split()} | {"user", "others"}
+    words = WORD_RE.findall(strip_dates(text).replace("\u2019", "'"))
+    if words and words[0][:1].isupper():  # the subject's name
+        skip.add(words[0].lower().removesuffix("'s"))
+    out = set()
+    for w in words:
+        low = w.lower().removesuffix("'s")
+        if low in skip or lemma(low) in skip or low.isdigit() or is_adverb_only(low):
+            continue
+        if low not in skip:
+            out.add(stem(lemma(low)))
+    return out

@@ -57,14 +57,12 @@ class FindHit(BaseModel):
         return f"{self.abstract}\n{self.text}"
 
 
-class FindResult(BaseModel):
-    query: str
+class GroupedHits(BaseModel):
+    """Hits by context type, best first within each; `hits` is all of them, best first."""
+
     groups: dict[str, list[FindHit]] = Field(
         default_factory=dict, description="hits by context type, best first"
     )
-    plan: str = ""
-    owner_rows: int | None = None
-    timings_ms: dict[str, float] = Field(default_factory=dict)
 
     @property
     def hits(self) -> list[FindHit]:
@@ -75,6 +73,13 @@ class FindResult(BaseModel):
     @property
     def total_tokens(self) -> int:
         return sum(h.tokens for hs in self.groups.values() for h in hs)
+
+
+class FindResult(GroupedHits):
+    query: str
+    plan: str = ""
+    owner_rows: int | None = None
+    timings_ms: dict[str, float] = Field(default_factory=dict)
 
     @classmethod
     def from_hits(cls, query: str, hits: list[FindHit], **kw: Any) -> FindResult:
@@ -109,22 +114,12 @@ class TypedQueryResult(BaseModel):
     converged: bool = False
 
 
-class SearchResult(BaseModel):
+class SearchResult(GroupedHits):
     query: str
     reasoning: str = ""
     intent_source: str = Field("", description="llm | fallback | none")
     queries: list[TypedQueryResult] = Field(default_factory=list)
-    groups: dict[str, list[FindHit]] = Field(default_factory=dict)
     timings_ms: dict[str, float] = Field(default_factory=dict)
-
-    @property
-    def hits(self) -> list[FindHit]:
-        merged = [h for hs in self.groups.values() for h in hs]
-        return sorted(merged, key=lambda h: -h.score)
-
-    @property
-    def total_tokens(self) -> int:
-        return sum(h.tokens for hs in self.groups.values() for h in hs)
 
 
 class TokenBudget(BaseModel):

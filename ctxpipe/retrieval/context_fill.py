@@ -135,8 +135,8 @@ class Placer:
             for c in rank_candidates([c for c in cands if c.section in group]):
                 head = 0 if c.section in opened else self.header(c.section)
                 p = self.fit(c, 0, room - head, seen)
-                if p is None or (p.truncated and p.tokens < 12):
-                    continue
+                if p is None or (p.truncated and (c.section in EVIDENCE or p.tokens < 12)):
+                    continue  # evidence is placed whole (the pool may still take it)
                 placed[c.key] = p
                 room -= p.tokens + head
                 opened.add(c.section)
@@ -153,6 +153,15 @@ class Placer:
             pool -= p.tokens + cost_header
             opened.add(c.section)
             seen |= {w for u in p.units for w in _words(u)}
+        # the budget's last tokens: the best evidence left, cut to fit
+        for c in rank_candidates([c for c in cands if c.key not in placed]):
+            if c.section not in EVIDENCE:
+                continue
+            head = 0 if c.section in opened else self.header(c.section)
+            p = self.fit(c, 0, pool - head, seen)
+            if p is not None:
+                placed[c.key] = p
+            break
         return placed
 
     def used(self, placed: dict[str, Placement]) -> int:
@@ -176,6 +185,10 @@ class Placer:
                 nxt = self.fit(c, view, cur.tokens + pool, self.seen(placed, but=c.key))
                 if nxt is None or nxt.tokens <= cur.tokens:
                     continue
+                if not set(cited(cur.units)) <= set(cited(nxt.units)) or (
+                    nxt.truncated and not {u.text for u in cur.units} <= {u.text for u in nxt.units}
+                ):
+                    continue  # a longer view must still hold every line of this one, whole
                 if len(cited(nxt.units)) < len(cited(cur.units)) and nxt.truncated:
                     continue
                 placed[c.key] = nxt

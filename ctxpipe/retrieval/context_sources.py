@@ -268,6 +268,9 @@ def _memory_loader(
 
 
 def _session_loader(fs: ContextFS | None, hit: FindHit) -> Callable[[], list[View]]:
+    """Longer views of an archive hit, each holding the lines it matched: the exchange around
+    them (the line before and the line after: a question and its answer), then the chunk."""
+
     def load() -> list[View]:
         refs = list(hit.source_refs)
         node = None
@@ -276,7 +279,11 @@ def _session_loader(fs: ContextFS | None, hit: FindHit) -> Callable[[], list[Vie
             refs = list(node.source_refs)
         views: list[View] = []
         if hit.chunk_text:
-            views.append(split_units(hit.chunk_text, refs, derived=False))
+            lines = split_units(hit.chunk_text, refs, derived=False)
+            matched = [i for i, u in enumerate(lines) if set(u.refs) & set(hit.source_refs)]
+            if matched:
+                views.append(lines[max(0, matched[0] - 1) : matched[-1] + 2])
+            views.append(lines)
         if node is not None and node.content.strip():
             views.append(split_units(node.content, refs, derived=False))
         return views

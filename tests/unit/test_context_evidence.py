@@ -132,3 +132,35 @@ def test_a_superseded_value_comes_after_the_current_one_with_its_dates() -> None
     text = res.text
     assert text.index("lives in Lisbon") < text.index("lives in Berlin")
     assert "until 2023-07-01" in text  # the old value is never shown without its dates
+
+
+def test_an_opened_turn_keeps_the_line_it_matched_and_shows_the_answer_after_it(
+    tmp_path: Path,
+) -> None:
+    said = [
+        ("m1", "Tom", "We should plan the spring team offsite soon, any ideas for a venue?"),
+        ("m2", "Ann", "Maybe somewhere near the coast, the team loved the sea last year."),
+        ("m3", "Tom", "Great, I will book the hotel by the lighthouse for the whole team."),
+        ("m4", "Ann", "Perfect, and let us rent bikes for the afternoon along the dunes."),
+        ("m5", "Tom", "Good call. By the way, did you ever win anything for your photography?"),
+        ("m6", "Ann", "Yes! The city museum gave me first prize for a photo of the harbour."),
+    ]
+    chunk = "\n".join(f"[{m}] user ({who}): {text}" for m, who, text in said)
+    fs = ContextFS(tmp_path / "fs")
+    fs.write_node(
+        ContextNode(
+            uri="ctx://acme/sessions/s1/archives/1",
+            context_type=ContextType.SESSION,
+            category="archive",
+            abstract="Session s1.",
+            content=chunk,
+            source_refs=[f"s1:{m}" for m, _, _ in said],
+        )
+    )
+    hit = turn(1, said[4][2], 0.9).model_copy(
+        update={"text": f"Tom: {said[4][2]}", "source_refs": ["s1:m5"], "chunk_text": chunk}
+    )
+    res = build([hit], budget=110, fs=fs)
+    assert "win anything for your photography" in res.text  # the line that matched stays
+    assert "first prize" in res.text  # the reply after it comes with it
+    assert res.total_tokens <= 110

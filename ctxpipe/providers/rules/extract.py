@@ -143,7 +143,10 @@ def extract_entity_event(variables: dict[str, Any]) -> dict[str, Any]:
         first = events[0]
         text = " ".join(list(dict.fromkeys(s.told or s.text for s in group))[:EVENT_SENTENCES])
         told = Statement(first.msg, text, "events", first.verb, first.day, first.names)
-        words = sorted(topic_words(first.text), key=first.text.lower().find)[:4]
+        low = first.text.lower()
+        # in the order the text says them; a stem not spelled in it (and ties) by the stem
+        words = sorted(topic_words(first.text), key=lambda w: (low.find(w) % (len(low) + 1), w))
+        words = words[:4]
         key = slugify(f"{first.day.isoformat() if first.day else ''} {' '.join(words)}")
         memories.append(_memory("events", key, subject, [told]))
     return {"memories": memories}

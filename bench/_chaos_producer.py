@@ -6,10 +6,7 @@ ledger table with psycopg, as the README's producer contract allows). Never impo
 INPUT: {"broker": url, "database": url, "schema": "ctx", "users": {user: [session, ...]},
         "submit_timeout_s": 10, "commit_timeout_s": 600}
 Each user's sessions are sent in order (the next one once the previous commit is terminal in
-the ledger and its account's outbox is drained: a producer that reads its own writes — the next
-commit's dedup looks for similar memories in the replica, so it must not race the indexing of
-the last one, or the run would differ from the in-process reference by timing alone), users in
-parallel. A submit that fails or gets no answer in time is sent again with
+the ledger), users in parallel. A submit that fails or gets no answer in time is sent again with
 the same commit id until `ctxpipe.commit.submit` answers: the contract that makes an accepted
 commit durable. One line per finished commit goes to stdout.
 """
@@ -41,23 +38,6 @@ def follow(url: str, schema: str, commit_id: str, deadline: float) -> dict[str, 
             return {"phase": row[0], "status": row[1], "error": row[2]}
         time.sleep(0.2)
     return {"phase": "timeout", "status": None, "error": "no terminal phase in time"}
-
-
-def indexed(url: str, schema: str, account: str, deadline: float) -> None:
-    """Wait until no outbox event of the account is pending (outages are waited out)."""
-    query = (
-        f"SELECT count(*) FROM {schema}.outbox_events WHERE account_id = %s "
-        "AND status IN ('pending', 'claimed', 'failed')"
-    )
-    while time.time() < deadline:
-        try:
-            with psycopg.connect(url, connect_timeout=3) as conn:
-                row = conn.execute(query, (account,)).fetchone()
-            if row is not None and int(row[0]) == 0:
-                return
-        except psycopg.Error:
-            pass
-        time.sleep(0.2)
 
 
 def run_user(app: Celery, cfg: dict[str, Any], sessions: list[dict[str, Any]], out: list) -> None:
@@ -94,7 +74,6 @@ def run_user(app: Celery, cfg: dict[str, Any], sessions: list[dict[str, Any]], o
             }
         )
         print(f"done {session['commit_id']} {state['phase']} {done - submitted:.1f}s", flush=True)
-        indexed(cfg["database"], cfg.get("schema", "ctx"), session["account_id"], deadline)
 
 
 def main(argv: list[str]) -> int:

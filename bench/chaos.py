@@ -20,6 +20,9 @@ goes away — as figures.
    sessions in process (same commit ids and order, its own FS root and schema): lost, extra
    and differing nodes; the replica is compared with the FS (missing, stale, orphaned rows);
    duplicate chunk rows are counted. It prints the table and exits 1 if anything was lost.
+   Both runs merge a candidate into an existing memory only at its routed URI (the dedup's
+   vector prefilter, which reads the index replica, is set not to merge): how far the embed
+   workers lag behind is timing, not durability, and must not make the two runs differ.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from _stack import percentile
 
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
-from ctxpipe.core.config import Settings
+from ctxpipe.core.config import DedupConfig, Settings
 from ctxpipe.core.session import SessionInput
 from ctxpipe.devstack import DevStack
 from ctxpipe.devstack.env import child_env
@@ -180,6 +183,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         database_url=f"postgresql://ctxpipe@127.0.0.1:{free_port()}/ctxpipe",
         redis_url=f"redis://127.0.0.1:{free_port()}/0",
         flower_port=free_port(),
+        # the stack and the reference decide alike: a candidate is merged into a similar memory
+        # only by its routed URI (the FS), not by the vector prefilter — that one reads the
+        # index replica, which in the stack may not have indexed the user's last commit yet,
+        # so the same session could be merged in one run and created in the other by timing
+        dedup=DedupConfig(similarity_threshold=1.0, llm_decision_max=1.0),
     )
     stack = DevStack(settings, concurrency=2)
     print(f"chaos: {total} sessions of {len(users)} users; stack in {tmp}", flush=True)

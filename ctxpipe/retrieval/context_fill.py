@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ctxpipe.core.text import containment, token_set
+from ctxpipe.core.text import token_set
 from ctxpipe.retrieval.budget import ContextPriority, TokenBudget
 from ctxpipe.retrieval.context_models import SECTION_ORDER, TITLES, ContextItem, ContextSection
 from ctxpipe.retrieval.context_sources import Candidate, cited, render
@@ -35,8 +35,8 @@ class Placement:
 
 
 EVIDENCE = ("long_term", "retrieval")  # filled as one, by retrieval rank
-# a unit this much of whose content words the context already holds adds nothing
-REDUNDANT = 1.0
+# the sections in fill order, the evidence ones as one group
+GROUPS = tuple(dict.fromkeys(EVIDENCE if s in EVIDENCE else (s,) for s in SECTION_ORDER))
 MIN_CUT_TOKENS = 8  # a line cut shorter than this (its speaker aside) is left out
 
 
@@ -54,36 +54,27 @@ def rank_candidates(cands: Sequence[Candidate]) -> list[Candidate]:
     )
 
 
-def _words(u: Unit) -> set[str]:
-    return token_set(u.body)
+def words_of(units: Sequence[Unit]) -> set[str]:
+    """The content words of some units (their speaker prefixes aside)."""
+    return {w for u in units for w in token_set(u.body)}
+
+
+def novel(units: Sequence[Unit], seen: set[str]) -> list[Unit]:
+    """The units that add a content word to `seen` (each judged after the ones before it)."""
+    out: list[Unit] = []
+    have = set(seen)
+    for u in units:
+        words = words_of([u])
+        if words and words <= have:
+            continue
+        out.append(u)
+        have |= words
+    return out
 
 
 class Placer:
-    def __init__(self, counter: TokenCounter, redundant: float = REDUNDANT) -> None:
+    def __init__(self, counter: TokenCounter) -> None:
         self.counter = counter
-        self.redundant = redundant
-
-    def novel(self, units: Sequence[Unit], seen: set[str]) -> list[Unit]:
-        """The units that add content words to `seen` (each judged after the ones before it)."""
-        out: list[Unit] = []
-        have = set(seen)
-        for u in units:
-            words = _words(u)
-            if words and containment(words, have) >= self.redundant:
-                continue
-            out.append(u)
-            have |= words
-        return out
-
-    @staticmethod
-    def seen(placed: dict[str, Placement], but: str = "") -> set[str]:
-        """Content words of every placed unit (of every candidate but `but`)."""
-        out: set[str] = set()
-        for key, p in placed.items():
-            if key != but:
-                for u in p.units:
-                    out |= _words(u)
-        return out
 
     def header(self, section: str) -> int:
         return self.counter.count(TITLES[section])
@@ -95,7 +86,7 @@ class Placer:
         an evidence view keeps only its units that add to those content words."""
         units = cand.view(view)
         if units and seen is not None and cand.section in EVIDENCE:
-            units = self.novel(units, seen)
+            units = novel(units, seen)
         if not units or room <= 0:
             return None
         n = self.counter.count(render(units))
@@ -122,14 +113,7 @@ class Placer:
         opened: set[str] = set()
         seen: set[str] = set()
         used = 0
-        groups: list[tuple[str, ...]] = []
-        for section in SECTION_ORDER:
-            if section in EVIDENCE:
-                if EVIDENCE not in groups:
-                    groups.append(EVIDENCE)
-            else:
-                groups.append((section,))
-        for group in groups:
+        for group in GROUPS:
             share = sum(budget.section(s) for s in group)
             room = share
             for c in rank_candidates([c for c in cands if c.section in group]):
@@ -140,7 +124,7 @@ class Placer:
                 placed[c.key] = p
                 room -= p.tokens + head
                 opened.add(c.section)
-                seen |= {w for u in p.units for w in _words(u)}
+                seen |= words_of(p.units)
             if any(s in opened for s in group):
                 used += share - room
         pool = budget.total - used
@@ -152,7 +136,7 @@ class Placer:
             placed[c.key] = p
             pool -= p.tokens + cost_header
             opened.add(c.section)
-            seen |= {w for u in p.units for w in _words(u)}
+            seen |= words_of(p.units)
         # the budget's last tokens: the best evidence left, cut to fit
         for c in rank_candidates([c for c in cands if c.key not in placed]):
             if c.section not in EVIDENCE:
@@ -170,9 +154,7 @@ class Placer:
 
     def expand(self, placed: dict[str, Placement], total: int) -> None:
         """L0 → L1 for every expandable item (best first), then L1 → L2."""
-        expandable = [
-            p for p in placed.values() if p.cand.section in ("user_prefs", "long_term", "retrieval")
-        ]
+        expandable = [p for p in placed.values() if p.cand.section in ("user_prefs", *EVIDENCE)]
         order = rank_candidates([p.cand for p in expandable])
         for view in (1, 2):
             for c in order:
@@ -182,15 +164,14 @@ class Placer:
                 cur = placed[c.key]
                 if cur.view != view - 1 or cur.truncated:
                     continue
-                nxt = self.fit(c, view, cur.tokens + pool, self.seen(placed, but=c.key))
+                others = words_of([u for k, p in placed.items() if k != c.key for u in p.units])
+                nxt = self.fit(c, view, cur.tokens + pool, others)
                 if nxt is None or nxt.tokens <= cur.tokens:
                     continue
                 if not set(cited(cur.units)) <= set(cited(nxt.units)) or (
                     nxt.truncated and not {u.text for u in cur.units} <= {u.text for u in nxt.units}
                 ):
                     continue  # a longer view must still hold every line of this one, whole
-                if len(cited(nxt.units)) < len(cited(cur.units)) and nxt.truncated:
-                    continue
                 placed[c.key] = nxt
 
     # ------------------------------------------------------------------ assembly

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from _grounding import TurnContent, answer_in_context, grounded_turns
+from _grounding import TurnContent, answer_in_context, contains_answer, grounded_turns
 
 BUDGETS = (200, 500, 1000)
 GROUNDED = ("any@5", "any@10", "all@10")
@@ -64,6 +64,36 @@ def score_items(
     for budget in BUDGETS:
         row[f"aic@{budget}"] = float(answer_in_context(texts, answer, budget, count))
     return row
+
+
+@dataclass(frozen=True)
+class Built:
+    """A context built at one budget: its text, the turn ids it cites, its tokens."""
+
+    text: str
+    cited: frozenset[str]
+    tokens: int
+
+
+def score_context(
+    built: dict[int, Built],
+    evidence: set[str],
+    turns: dict[str, TurnContent],
+    answer: object,
+) -> dict[str, float]:
+    """A context judged as what an agent is given: the answer in the one built at each budget
+    (aic@B, whatever the context spent its budget on) and the grounded evidence of the
+    largest."""
+    row = {f"aic@{b}": float(contains_answer(c.text, answer)) for b, c in built.items()}
+    top = built[max(built)]
+    grounded = grounded_turns(top.text, top.cited, turns) & evidence
+    return row | {
+        "loose@10": float(bool(top.cited & evidence)),
+        "any@10": float(bool(grounded)),
+        "all@10": float(evidence <= grounded),
+        "tokens@10": float(top.tokens),
+        "turns@10": float(len(top.cited)),
+    }
 
 
 class Tally:

@@ -41,9 +41,9 @@ from typing import Any
 import _locomo
 import numpy as np
 from _baselines import Baselines, Turn
-from _grounding import TurnContent, contains_answer, grounded_turns
+from _grounding import TurnContent
 from _recall_report import BASELINES, BEST_SENTENCE, CATEGORIES, report
-from _recall_scoring import BUDGETS, Item, Tally, score_items
+from _recall_scoring import BUDGETS, Built, Item, Tally, score_context, score_items
 from pydantic import BaseModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -427,24 +427,15 @@ def context_row(
     turns: dict[str, TurnContent],
     answer: object,
 ) -> dict[str, float]:
-    """build_context judged as what an agent is given: one text built at each budget, the
-    answer in it (aic@B), and grounded evidence of the largest one."""
-    row: dict[str, float] = {}
+    """build_context at each budget, scored by `score_context`."""
+    built: dict[int, Built] = {}
     for budget in BUDGETS:
         req = ContextRequest(query=question, budget=budget, incremental=False)
-        built = read.builder.build(req, ctx, filters)
-        CONTEXT_MS.append(built.timings_ms.get("total", 0.0))
-        row[f"aic@{budget}"] = float(contains_answer(built.text, answer))
-    cited = frozenset(r.split(":", 1)[1] if ":" in r else r for r in built.cited_refs)
-    grounded = grounded_turns(built.text, cited, turns) & evidence
-    row |= {
-        "loose@10": float(bool(cited & evidence)),
-        "any@10": float(bool(grounded)),
-        "all@10": float(evidence <= grounded),
-        "tokens@10": float(built.total_tokens),
-        "turns@10": float(len(cited)),
-    }
-    return row
+        res = read.builder.build(req, ctx, filters)
+        CONTEXT_MS.append(res.timings_ms.get("total", 0.0))
+        cited = frozenset(r.split(":", 1)[1] if ":" in r else r for r in res.cited_refs)
+        built[budget] = Built(res.text, cited, res.total_tokens)
+    return score_context(built, evidence, turns, answer)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,30 @@
+"""The build_context row of bench/locomo_recall.py: the answer is looked for in the context
+built at each budget, grounded evidence in the largest one."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+
+from _grounding import TurnContent  # noqa: E402
+from _recall_scoring import Built, score_context  # noqa: E402
+
+TURN = "I moved to Lisbon in May and I work at the harbour museum now."
+TURNS = {"D1:3": TurnContent.of(TURN)}
+
+
+def test_each_budget_is_judged_on_its_own_context_and_evidence_on_the_largest() -> None:
+    small = Built("## Conversation\nuser: where does Ann live?", frozenset(), 12)
+    large = Built(f"Ann (8 May 2023): {TURN}", frozenset({"D1:3"}), 30)
+    row = score_context({200: small, 1000: large}, {"D1:3"}, TURNS, "Lisbon")
+    assert row["aic@200"] == 0.0 and row["aic@1000"] == 1.0
+    assert row["any@10"] == row["all@10"] == row["loose@10"] == 1.0
+    assert row["tokens@10"] == 30 and row["turns@10"] == 1
+
+
+def test_citing_the_turn_without_its_words_is_not_grounded() -> None:
+    cited_only = Built("Ann moved.", frozenset({"D1:3"}), 5)
+    row = score_context({1000: cited_only}, {"D1:3"}, TURNS, "Lisbon")
+    assert row["loose@10"] == 1.0 and row["any@10"] == 0.0 and row["aic@1000"] == 0.0

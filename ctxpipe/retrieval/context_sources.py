@@ -21,12 +21,7 @@ from datetime import date
 
 from ctxpipe.core.errors import CtxError
 from ctxpipe.core.session import Message
-from ctxpipe.core.validity import (
-    TEMPORAL_CATEGORIES,
-    as_of_view,
-    line_holds,
-    synthesis_holds,
-)
+from ctxpipe.core.validity import TEMPORAL_CATEGORIES, as_of_view, line_holds, synthesis_holds
 from ctxpipe.fs import ContextFS
 from ctxpipe.retrieval.budget import ContextPriority
 from ctxpipe.retrieval.hierarchical import hit_key

@@ -1,219 +1,259 @@
 """Index throughput: chunks per second through the whole index path divided by the model's own
-`encode` rate on the same chunks, in the same run.
+`encode` rate on the same chunk texts, on the same device, in the same run.
 
-    .venv/bin/python bench/index_throughput.py [--archives 40] [--memories 160] [--rounds 3]
+    .venv/bin/python bench/index_throughput.py [--corpus synthetic|locomo] [--rounds 3]
+    .venv/bin/python bench/index_throughput.py --no-db --corpus locomo [--device cuda]
 
-A synthetic FS (session archives of 20-40 messages, memories with cited refs) is written to a
-temporary directory and one UPSERT_CONTEXT event queued per node. Each round:
+The corpus is written to a throwaway FS: `synthetic` (session archives of 20-40 messages and
+memories with cited refs) or `locomo` (every LoCoMo session as its session archive). Each round
+starts from an empty replica and cold text caches:
 
-- pipeline: an empty replica, every event pending; `IndexWorker.drain()` claims → reads the FS →
-  chunks → embeds → upserts (COPY) → marks done, batch after batch (outbox_batch_size events);
-- baseline: `model.encode` of exactly the chunk texts the pipeline produced, in batches of
-  `embedding_batch_size` (the same settings the pipeline uses), run right before and right
-  after the pipeline; the round's ratio uses their mean, so load drifts cancel out.
+- with PostgreSQL (the default): one UPSERT_CONTEXT event per node; `IndexWorker.drain()` claims
+  → reads the FS → chunks → embeds → upserts (COPY) → marks done, batch after batch;
+- `--no-db`: an in-memory replica (`MemoryReplica`) instead, the nodes given to
+  `Indexer.sync_nodes` in batches of `outbox_batch_size` (what the worker does per claim), so it
+  runs where no PostgreSQL does (a GPU machine);
+- baseline: `model.encode` of exactly the chunk texts the index path produced, at the project's
+  settings (`embedding_batch_size`, fp32), right before and right after the index path; the
+  round's ratio uses their mean, so load drifts cancel out.
 
-Prints both rates, the ratio (target ≥ 0.85) and where the pipeline's time went. Uses
-CTXPIPE_DATABASE_URL when given (in a throwaway schema `ctxbench`, dropped at the end),
-otherwise starts its own PostgreSQL on a free port. Settings come from CTXPIPE_* and the
-options.
+Prints both rates, `index ÷ model.encode`, the non-model time per chunk (the index path's time
+minus the model's forward passes) and the time by stage; with PostgreSQL also the write share.
+Settings come from CTXPIPE_* and the options.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for extra in (ROOT, ROOT / "bench"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
 
-import psycopg  # noqa: E402
+import _index_corpus  # noqa: E402
 
 from ctxpipe.core.config import Settings  # noqa: E402
-from ctxpipe.core.enums import ContextType, OutboxEventType  # noqa: E402
+from ctxpipe.core.enums import OutboxEventType  # noqa: E402
 from ctxpipe.core.models import ContextNode, OutboxEvent  # noqa: E402
-from ctxpipe.index.wiring import make_outbox, make_worker  # noqa: E402
-from ctxpipe.runtime import Runtime  # noqa: E402
-from ctxpipe.storage.embedded_pg import start_postgres, stop_postgres  # noqa: E402
-from ctxpipe.storage.migrations import migrate  # noqa: E402
-from ctxpipe.storage.netutil import free_port  # noqa: E402
+from ctxpipe.core.text import clear_sentence_cache  # noqa: E402
+from ctxpipe.fs import ContextFS, FSRelationStore  # noqa: E402
+from ctxpipe.index.indexer import Indexer, SyncReport  # noqa: E402
+from ctxpipe.index.memory_replica import MemoryReplica  # noqa: E402
+from ctxpipe.providers.embedder import load_model  # noqa: E402
+from ctxpipe.providers.factory import make_embedder  # noqa: E402
 
 BENCH_SCHEMA = "ctxbench"
-WORDS = (
-    "deploy pipeline airflow scheduler worker database index vector query latency budget "
-    "lisbon berlin project falcon nimbus release review tests coverage python golang rust "
-    "kubernetes cluster memory cache redis postgres migration schema rollback incident "
-    "customer invoice quarterly revenue roadmap design meeting weekly planning sprint "
-    "bug regression profiler flamegraph allocation timeout retry backoff queue consumer"
-).split()
+Corpus = Callable[[ContextFS], list[ContextNode]]
 
 
-def sentence(rng: random.Random, n: int) -> str:
-    words = [rng.choice(WORDS) for _ in range(n)]
-    return " ".join(words).capitalize() + "."
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
 
 
-def write_corpus(rt: Runtime, archives: int, memories: int, seed: int = 7) -> list[ContextNode]:
-    rng = random.Random(seed)
-    nodes: list[ContextNode] = []
-    for a in range(archives):
-        ids = [f"m{i}" for i in range(1, rng.randint(20, 40) + 1)]
-        lines = [
-            f"[{mid}] {rng.choice(['user', 'assistant'])}: "
-            + " ".join(sentence(rng, rng.randint(6, 18)) for _ in range(rng.randint(1, 3)))
-            for mid in ids
-        ]
-        nodes.append(
-            rt.fs.write_node(
-                ContextNode(
-                    uri=f"ctx://bench/sessions/s{a}/archives/1",
-                    abstract=sentence(rng, 24),
-                    overview="\n".join(f"- {sentence(rng, 8)}" for _ in range(5)),
-                    content="\n".join(lines),
-                    context_type=ContextType.SESSION,
-                    category="archive",
-                    source_refs=[f"s{a}:{m}" for m in ids],
-                    metadata={"message_ids": ids},
-                )
-            )
+class Baseline:
+    """`model.encode` of the chunk texts at the project's settings (fp32, its batch size)."""
+
+    def __init__(self, settings: Settings, precision: str = "float32", batch: int = 0) -> None:
+        self.model = load_model(
+            settings.embedding_model,
+            settings.embedding_device,
+            precision,  # type: ignore[arg-type]
         )
-    for m in range(memories):
-        refs = [f"s{m % max(archives, 1)}:m{rng.randint(1, 20)}" for _ in range(3)]
-        nodes.append(
-            rt.fs.write_node(
-                ContextNode(
-                    uri=f"ctx://bench/users/u{m % 30}/memories/entities/e{m}",
-                    abstract=sentence(rng, 12),
-                    overview="\n".join(f"- {sentence(rng, 10)} [{r.split(':')[1]}]" for r in refs),
-                    content="\n".join(
-                        f"- {sentence(rng, rng.randint(10, 30))} [{rng.choice(refs).split(':')[1]}]"
-                        for _ in range(rng.randint(3, 10))
-                    ),
-                    category="entities",
-                    source_refs=refs,
-                )
-            )
+        self.bs = batch or settings.embedding_batch_size
+        self.label = f"{precision}, batch {self.bs}"
+        self.texts: list[str] = []
+
+    def rate(self, seed: int) -> float:
+        shuffled = list(self.texts)
+        random.Random(seed).shuffle(shuffled)
+        started = time.perf_counter()
+        self.model.encode(
+            shuffled, batch_size=self.bs, normalize_embeddings=True, show_progress_bar=False
         )
-    return nodes
+        _sync(self.model)
+        return len(shuffled) / (time.perf_counter() - started)
 
 
-def queue_events(rt: Runtime, nodes: list[ContextNode]) -> None:
-    make_outbox(rt).append_batch(
-        [
-            OutboxEvent(
-                event_id=OutboxEvent.make_id(OutboxEventType.UPSERT_CONTEXT, n.uri, n.version),
-                event_type=OutboxEventType.UPSERT_CONTEXT,
-                uri=n.uri,
-                payload={"version": n.version},
-            )
-            for n in nodes
-        ]
+def _sync(model: Any) -> None:
+    import torch
+
+    if str(getattr(model, "device", "cpu")).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def report_rounds(
+    label: str,
+    settings: Settings,
+    rows: list[tuple[float, float, float, int, dict[str, float]]],
+    nodes: int,
+    baseline: str,
+) -> None:
+    """rows: (index chunks/s, baseline chunks/s, elapsed s, chunks, stage seconds) per round."""
+    ratios = [p / b for p, b, *_ in rows]
+    pipe, base, ratio = median([r[0] for r in rows]), median([r[1] for r in rows]), median(ratios)
+    elapsed, chunks, stages = rows[-1][2], rows[-1][3], rows[-1][4]
+    model_s = stages.get("model", 0.0)
+    print(
+        f"\nnodes {nodes}, chunks {chunks}, model {settings.embedding_model} on "
+        f"{settings.embedding_device}, embedding batch {settings.embedding_batch_size}, "
+        f"precision {settings.embedding_precision}, outbox batch {settings.outbox_batch_size}"
     )
-
-
-def reset(url: str, schema: str) -> None:
-    with psycopg.connect(url) as conn:
-        conn.execute(
-            f"TRUNCATE {schema}.chunk_units, {schema}.context_chunks, "  # noqa: S608
-            f"{schema}.context_nodes, "
-            f"{schema}.relation_edges"
+    print(f"index path ({label}): {pipe:8.1f} chunks/s (median of the rounds)")
+    print(f"model.encode on the same chunk texts ({baseline}): {base:8.1f} chunks/s (median)")
+    print(f"index ÷ model.encode: {ratio:.3f} (median of the rounds' ratios)")
+    print(
+        f"non-model time per chunk: {(elapsed - model_s) / max(chunks, 1) * 1000:.3f} ms "
+        f"(last round: {elapsed:.2f} s, of which the model's forward passes {model_s:.2f} s)"
+    )
+    if stages:
+        split = ", ".join(
+            f"{k} {v / elapsed:.1%}" for k, v in sorted(stages.items(), key=lambda kv: -kv[1])
         )
-        conn.execute(
-            f"UPDATE {schema}.outbox_events SET status = 'pending', retry_count = 0, "  # noqa: S608
-            "next_attempt_at = now(), lease_until = NULL, worker_id = NULL, done_at = NULL"
+        print(f"last round's time by stage: {split}")
+
+
+# ------------------------------------------------------------------ without a database
+def run_memory(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseline) -> None:
+    fs = ContextFS(settings.fs_root)
+    relations = FSRelationStore(fs)
+    nodes = corpus(fs)
+    uris = [n.uri for n in nodes]
+    embedder = make_embedder(settings)
+    baseline.model.encode(["warm up"] * 32, batch_size=32, show_progress_bar=False)
+    step = settings.outbox_batch_size
+    rows = []
+    for r in range(rounds + 1):  # round 0 learns the chunk texts and warms the model up
+        clear_sentence_cache()
+        replica = MemoryReplica(embedder.dimension)
+        indexer = Indexer(fs, relations, replica, embedder, settings.chunking)  # cold caches
+        before = baseline.rate(2 * r) if baseline.texts else 0.0
+        report = SyncReport()
+        embedder.timings.clear()
+        started = time.perf_counter()
+        for i in range(0, len(uris), step):
+            indexer.sync_nodes(uris[i : i + step], report=report)
+        _sync(baseline.model)
+        elapsed = time.perf_counter() - started
+        assert not report.errors, report.errors
+        assert len(report.indexed) == len(uris), report
+        if not baseline.texts:
+            baseline.texts = [c.text_content for w in replica.nodes.values() for c in w.chunks]
+            continue
+        after = baseline.rate(2 * r + 1)
+        stages = {**report.timings, **embedder.timings}
+        rate, base = report.chunks / elapsed, (before + after) / 2
+        rows.append((rate, base, elapsed, report.chunks, stages))
+        print(
+            f"round {r}: model.encode {before:7.1f} chunks/s, index path {rate:7.1f} chunks/s, "
+            f"model.encode {after:7.1f} chunks/s, ratio {rate / base:.3f}",
+            flush=True,
         )
-        conn.commit()
+    report_rounds("in-memory replica", settings, rows, len(nodes), baseline.label)
+    print(f"units written {report.units}, unit texts through the model {report.units_embedded}")
 
 
-def chunk_texts(url: str, schema: str) -> list[str]:
-    with psycopg.connect(url) as conn:
-        rows = conn.execute(f"SELECT text_content FROM {schema}.context_chunks").fetchall()  # noqa: S608
-    return [r[0] for r in rows]
+# ------------------------------------------------------------------ with PostgreSQL
+def run_db(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseline) -> None:
+    import psycopg
 
+    from ctxpipe.index.wiring import make_outbox, make_worker
+    from ctxpipe.runtime import Runtime
 
-def run(settings: Settings, archives: int, memories: int, rounds: int) -> None:
+    def reset() -> None:
+        schema = settings.db_schema
+        with psycopg.connect(settings.database_url) as conn:
+            conn.execute(
+                f"TRUNCATE {schema}.chunk_units, {schema}.context_chunks, "  # noqa: S608
+                f"{schema}.context_nodes, {schema}.relation_edges"
+            )
+            conn.execute(
+                f"UPDATE {schema}.outbox_events SET status = 'pending', retry_count = 0, "  # noqa: S608
+                "next_attempt_at = now(), lease_until = NULL, worker_id = NULL, done_at = NULL"
+            )
+            conn.commit()
+
+    def chunk_texts() -> list[str]:
+        with psycopg.connect(settings.database_url) as conn:
+            rows = conn.execute(
+                f"SELECT text_content FROM {settings.db_schema}.context_chunks"  # noqa: S608
+            ).fetchall()
+        return [r[0] for r in rows]
+
     rt = Runtime(settings)
     try:
-        nodes = write_corpus(rt, archives, memories)
-        queue_events(rt, nodes)
-        worker = make_worker(rt, worker_id="bench")
-        model = rt.embedder.model  # load outside the timings
-        bs = settings.embedding_batch_size
-        model.encode(["warm up"] * bs, batch_size=bs, show_progress_bar=False)
-        worker.indexer.chunker.count_tokens("warm up")
-        ratios, pipe_rates, base_rates, timings = [], [], [], {}
-        chunks = 0
-        texts: list[str] = []
-
-        def baseline(seed: int) -> float:
-            shuffled = list(texts)
-            random.Random(seed).shuffle(shuffled)
-            started = time.perf_counter()
-            model.encode(
-                shuffled, batch_size=bs, normalize_embeddings=True, show_progress_bar=False
-            )
-            return len(shuffled) / (time.perf_counter() - started)
-
-        for r in range(rounds + 1):  # round 0 only learns the chunk texts (and warms caches)
-            reset(settings.database_url, settings.db_schema)
-            before = baseline(2 * r) if texts else 0.0
+        nodes = corpus(rt.fs)
+        make_outbox(rt).append_batch(
+            [
+                OutboxEvent(
+                    event_id=OutboxEvent.make_id(OutboxEventType.UPSERT_CONTEXT, n.uri, n.version),
+                    event_type=OutboxEventType.UPSERT_CONTEXT,
+                    uri=n.uri,
+                    payload={"version": n.version},
+                )
+                for n in nodes
+            ]
+        )
+        baseline.model.encode(["warm up"] * 32, batch_size=32, show_progress_bar=False)
+        rows = []
+        for r in range(rounds + 1):
+            clear_sentence_cache()
+            worker = make_worker(rt, worker_id="bench")  # cold chunker caches
+            reset()
+            before = baseline.rate(2 * r) if baseline.texts else 0.0
+            rt.embedder.timings.clear()
             started = time.perf_counter()
             res = worker.drain(max_seconds=3600)
             elapsed = time.perf_counter() - started
             assert res.failed == 0 and res.dead == 0, res.errors
             assert res.succeeded == len(nodes), res
-            chunks, timings = res.chunks, res.timings_ms
-            if not texts:
-                texts = chunk_texts(settings.database_url, settings.db_schema)
+            if not baseline.texts:
+                baseline.texts = chunk_texts()
                 continue
-            after = baseline(2 * r + 1)
-            pipe_rates.append(chunks / elapsed)
-            base_rates.append((before + after) / 2)  # bracket the pipeline: drifts cancel
-            ratios.append(pipe_rates[-1] / base_rates[-1])
+            after = baseline.rate(2 * r + 1)
+            stages = {k: v / 1000 for k, v in res.timings_ms.items() if k != "total"}
+            stages.update(rt.embedder.timings)
+            rate, base = res.chunks / elapsed, (before + after) / 2
+            rows.append((rate, base, elapsed, res.chunks, stages))
             print(
-                f"round {r}: model.encode {before:7.1f} chunks/s, pipeline "
-                f"{pipe_rates[-1]:7.1f} chunks/s, model.encode {after:7.1f} chunks/s, "
-                f"ratio {ratios[-1]:.3f}",
+                f"round {r}: model.encode {before:7.1f} chunks/s, index path {rate:7.1f} "
+                f"chunks/s, model.encode {after:7.1f} chunks/s, ratio {rate / base:.3f}",
                 flush=True,
             )
     finally:
         rt.close()
-
-    def median(values: list[float]) -> float:
-        return sorted(values)[len(values) // 2]
-
-    pipe, base, ratio = median(pipe_rates), median(base_rates), median(ratios)
-    total = sum(timings.values()) - timings.get("total", 0)
-    print(
-        f"\nnodes {len(nodes)}, chunks {chunks}, model {settings.embedding_model} on "
-        f"{settings.embedding_device}, embedding batch {settings.embedding_batch_size}, "
-        f"outbox batch {settings.outbox_batch_size}"
+    report_rounds(
+        "claim → read → chunk → embed → COPY → done", settings, rows, len(nodes), baseline.label
     )
-    print(f"pipeline (claim -> read -> chunk -> embed -> upsert): {pipe:8.1f} chunks/s (median)")
-    print(f"model.encode on the same chunks:                     {base:8.1f} chunks/s (median)")
-    verdict = "met" if ratio >= 0.85 else "MISSED"
-    print(f"ratio (median of the rounds' ratios): {ratio:.3f}  (target >= 0.85: {verdict})")
-    if total:
-        split = ", ".join(f"{k} {v / total:.0%}" for k, v in timings.items() if k != "total" and v)
-        print(f"last round's time split: {split}")
+    write = rows[-1][4].get("write", 0.0)
+    print(f"COPY/upsert share of the last round: {write / rows[-1][2]:.1%}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--archives", type=int, default=40)
-    ap.add_argument("--memories", type=int, default=160)
+    ap.add_argument("--corpus", choices=["synthetic", "locomo"], default="synthetic")
+    ap.add_argument("--data", type=Path, default=None, help="LoCoMo json (default: shared data)")
+    ap.add_argument("--archives", type=int, default=40, help="synthetic: session archives")
+    ap.add_argument("--memories", type=int, default=160, help="synthetic: memories")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--no-db", action="store_true", help="an in-memory replica, no PostgreSQL")
+    ap.add_argument("--device", default=None, help="cpu | cuda | ... (CTXPIPE_EMBEDDING_DEVICE)")
+    ap.add_argument("--precision", default=None, help="float32 | float16 | bfloat16")
+    ap.add_argument("--baseline-precision", default="float32", help="model.encode's dtype")
+    ap.add_argument("--baseline-batch", type=int, default=0, help="default: embedding batch")
     ap.add_argument("--database-url", default=None, help="default: CTXPIPE_DATABASE_URL or own")
     ap.add_argument("--outbox-batch-size", type=int, default=None)
     ap.add_argument("--embedding-batch-size", type=int, default=None)
     args = ap.parse_args()
-
-    import os
 
     tmp = Path(tempfile.mkdtemp(prefix="ctxpipe-bench-index-"))
     overrides: dict[str, object] = {
@@ -221,25 +261,48 @@ def main() -> None:
         "var_dir": tmp / "var",
         "db_schema": BENCH_SCHEMA,
     }
-    if args.outbox_batch_size:
-        overrides["outbox_batch_size"] = args.outbox_batch_size
-    if args.embedding_batch_size:
-        overrides["embedding_batch_size"] = args.embedding_batch_size
-    url = args.database_url or os.environ.get("CTXPIPE_DATABASE_URL")
-    own_pg = url is None
+    for key, value in (
+        ("outbox_batch_size", args.outbox_batch_size),
+        ("embedding_batch_size", args.embedding_batch_size),
+        ("embedding_device", args.device),
+        ("embedding_precision", args.precision),
+    ):
+        if value:
+            overrides[key] = value
+    corpus: Corpus = (
+        (lambda fs: _index_corpus.locomo(fs, args.data))
+        if args.corpus == "locomo"
+        else (lambda fs: _index_corpus.synthetic(fs, args.archives, args.memories))
+    )
     try:
-        if own_pg:
-            url = start_postgres(tmp / "pg", free_port())
-        overrides["database_url"] = url
-        settings = Settings(**overrides)  # type: ignore[arg-type]
-        migrate(url, schema=BENCH_SCHEMA, embedding_dim=settings.embedding_dim)
-        run(settings, args.archives, args.memories, args.rounds)
+        if args.no_db:
+            settings = Settings(**overrides)  # type: ignore[arg-type]
+            base = Baseline(settings, args.baseline_precision, args.baseline_batch)
+            run_memory(settings, corpus, args.rounds, base)
+            return
+        from ctxpipe.storage.embedded_pg import start_postgres, stop_postgres
+        from ctxpipe.storage.migrations import migrate
+        from ctxpipe.storage.netutil import free_port
+
+        url = args.database_url or os.environ.get("CTXPIPE_DATABASE_URL")
+        own_pg = url is None
+        try:
+            if own_pg:
+                url = start_postgres(tmp / "pg", free_port())
+            overrides["database_url"] = url
+            settings = Settings(**overrides)  # type: ignore[arg-type]
+            migrate(url, schema=BENCH_SCHEMA, embedding_dim=settings.embedding_dim)
+            base = Baseline(settings, args.baseline_precision, args.baseline_batch)
+            run_db(settings, corpus, args.rounds, base)
+        finally:
+            if own_pg:
+                stop_postgres(tmp / "pg")
+            elif url:
+                import psycopg
+
+                with psycopg.connect(url) as conn:
+                    conn.execute(f"DROP SCHEMA IF EXISTS {BENCH_SCHEMA} CASCADE")
     finally:
-        if own_pg:
-            stop_postgres(tmp / "pg")
-        elif url:
-            with psycopg.connect(url) as conn:
-                conn.execute(f"DROP SCHEMA IF EXISTS {BENCH_SCHEMA} CASCADE")
         shutil.rmtree(tmp, ignore_errors=True)
 
 

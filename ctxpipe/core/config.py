@@ -175,6 +175,12 @@ class Settings(BaseSettings):
     embedding_device: str = Field("auto", description="auto | cpu | cuda | cuda:N | mps")
     embedding_batch_size: int = Field(32, ge=1)
     """texts per embedding batch"""
+    embedding_batch_tokens: int = Field(8192, ge=64)
+    """padded tokens per forward pass of the index path: texts of like length are batched
+    together, as many as fit (the default is 32 texts of the model's full length)"""
+    embedding_precision: Literal["float32", "float16", "bfloat16"] = "float32"
+    """the model's weights and activations on a GPU (`float16`/`bfloat16` halve the memory
+    traffic); a CPU always runs float32"""
 
     # LLM
     llm_provider: Literal["rules", "openai"] = "rules"

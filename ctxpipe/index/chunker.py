@@ -1,10 +1,17 @@
 """DocumentChunker: a ContextNode's L0/L1/L2 as `ChunkRecord`s.
 
-- L0 (abstract) and L1 (overview) are one chunk each; L2 (content) is split with
-  langchain-text-splitters' `RecursiveCharacterTextSplitter`, measured in the embedding model's
-  own tokens. No chunk of any level exceeds what the model reads (`max_seq_length` minus its
-  special tokens): a level too long for one chunk is split rather than silently truncated by
-  the model (an L0/L1 that long is split like L2, its chunk 0 keeps the start).
+- L0 (abstract) and L1 (overview) are one chunk each; L2 (content) is split at the strongest
+  separator that gives pieces that fit (paragraphs, lines, sentences, clauses, words, then
+  tokens), the pieces merged back into chunks of up to `chunk_tokens` with an overlap of
+  `chunk_overlap_tokens`, measured in the embedding model's own tokens
+  (`ctxpipe.index.span_splitter`). No chunk of any level exceeds what the model reads
+  (`max_seq_length` minus its special tokens): a level too long for one chunk is split rather
+  than silently truncated by the model (an L0/L1 that long is split like L2, its chunk 0 keeps
+  the start).
+- Measured once: every text of a batch of nodes is tokenized in one call of the model's fast
+  tokenizer, and the chunk boundaries are read off its token offsets; each chunk is counted
+  again (one batched call) so that a tokenizer whose counts are not additive never gives a
+  chunk over the limit. An embedder without a tokenizer is measured by `count_tokens`.
 - Chunk ids are the stable hash of (uri, level, index) (`ChunkRecord.make_id`).
 - Every chunk keeps the source message ids it covers, qualified ``{session_id}:{message_id}``:
   for a session archive's L2 (lines ``[m7] user: …``, one message per line), the ids of the
@@ -22,15 +29,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from langchain_text_splitters import RecursiveCharacterTextSplitter
-
 from ctxpipe.core.config import ChunkingConfig
 from ctxpipe.core.models import ChunkRecord, ContextNode
 from ctxpipe.core.uri import parse_uri
+from ctxpipe.index.span_splitter import Measure, offsets_measure, split_spans, strip_span
 from ctxpipe.providers.base import Embedder
 
-# Paragraphs, lines, sentences, clauses, words, characters.
-SEPARATORS = ["\n\n", "\n", ". ", "。", "; ", ", ", " ", ""]
 _CITE_RE = re.compile(r"\[([^\[\]\n]{1,400})\]")
 DEFAULT_SPECIAL_TOKENS = 2  # [CLS] … [SEP] for BERT-style encoders
 
@@ -132,7 +136,6 @@ class DocumentChunker:
         special_tokens: int | None = None,
     ) -> None:
         self.config = config or ChunkingConfig()
-        self._counter = embedder
         specials = special_tokens if special_tokens is not None else special_tokens_of(embedder)
         model_limit = int(embedder.max_seq_length) - specials
         if model_limit < 8:
@@ -141,21 +144,13 @@ class DocumentChunker:
         self.chunk_tokens = min(self.config.chunk_tokens, model_limit)
         self.overlap_tokens = min(self.config.chunk_overlap_tokens, self.chunk_tokens // 2)
         self._count: Callable[[str], int] = lru_cache(maxsize=8192)(embedder.count_tokens)
-        self._splitters: dict[int, RecursiveCharacterTextSplitter] = {}
-
-    def _splitter(self, limit: int) -> RecursiveCharacterTextSplitter:
-        splitter = self._splitters.get(limit)
-        if splitter is None:
-            splitter = RecursiveCharacterTextSplitter(
-                separators=SEPARATORS,
-                chunk_size=limit,
-                chunk_overlap=min(self.overlap_tokens, limit // 2),
-                length_function=self._count,
-                keep_separator=True,
-                strip_whitespace=True,
-            )
-            self._splitters[limit] = splitter
-        return splitter
+        starts = getattr(embedder, "token_starts", None)
+        counts = getattr(embedder, "count_many", None)
+        self._starts: Callable[[list[str]], list[list[int]]] | None = starts
+        self._embedder = embedder
+        self._count_many: Callable[[list[str]], list[int]] = counts or (
+            lambda texts: [self._count(t) for t in texts]
+        )
 
     # -------------------------------------------------------------- splitting
     def count_tokens(self, text: str) -> int:
@@ -163,69 +158,101 @@ class DocumentChunker:
 
     def split(self, text: str, limit: int | None = None) -> list[str]:
         """`text` in pieces of at most `limit` (default: chunk size) model tokens."""
-        limit = limit or self.chunk_tokens
-        text = text.strip()
-        if not text:
-            return []
-        if self._count(text) <= limit:
-            return [text]
-        pieces = self._splitter(limit).split_text(text)
-        out: list[str] = []
-        for piece in pieces:
-            if self._count(piece) <= limit:
-                out.append(piece)
-            else:  # token counts are not always additive (e.g. BPE merges): cut exactly
-                out.extend(self._hard_split(piece, limit))
-        return [p for p in out if p.strip()]
+        return [text[a:b] for a, b, _ in self._split_all([text], limit or self.chunk_tokens)[0]]
 
-    def _hard_split(self, text: str, limit: int) -> list[str]:
-        """Cut `text` into prefixes of at most `limit` tokens (binary search, word-aligned)."""
-        out: list[str] = []
-        rest = text.strip()
-        while rest:
-            if self._count(rest) <= limit:
-                out.append(rest)
+    def _split_all(self, texts: list[str], limit: int) -> list[list[tuple[int, int, int]]]:
+        """Each text's chunks as (start, end, tokens), spans of it (stripped) of at most
+        `limit` tokens each: the boundaries from one batched tokenization, then every chunk
+        counted in one more."""
+        starts = self._starts(texts) if self._starts is not None else None
+        exact = starts is not None and bool(getattr(self._embedder, "word_additive", False))
+        overlap = min(self.overlap_tokens, limit // 2)
+        known: list[tuple[int, int, int, int]] = []  # (text, start, end, tokens)
+        recount: list[tuple[int, int, int]] = []
+        for i, text in enumerate(texts):
+            if not text.strip():
+                continue
+            measure = (
+                offsets_measure(starts[i]) if starts is not None else _counting(text, self._count)
+            )
+            for a, b in split_spans(text, limit, overlap, measure):
+                if exact and between_words(text, a, b):
+                    known.append((i, a, b, measure(a, b)))
+                else:
+                    recount.append((i, a, b))
+        counted = self._count_many([texts[i][a:b] for i, a, b in recount])
+        known.extend((i, a, b, n) for (i, a, b), n in zip(recount, counted, strict=True))
+        out: list[list[tuple[int, int, int]]] = [[] for _ in texts]
+        for i, a, b, n in sorted(known):
+            if n <= limit:
+                out[i].append((a, b, n))
+            else:  # token counts are not always additive (e.g. BPE merges): cut exactly
+                out[i].extend(
+                    (x, y, self._count(texts[i][x:y]))
+                    for x, y in self._hard_split(texts[i], a, b, limit)
+                )
+        return out
+
+    def _hard_split(self, text: str, a: int, b: int, limit: int) -> list[tuple[int, int]]:
+        """Cut ``text[a:b]`` into prefixes of at most `limit` tokens (binary search,
+        word-aligned)."""
+        out: list[tuple[int, int]] = []
+        while a < b:
+            a, b = strip_span(text, a, b)
+            if a >= b:
                 break
-            lo, hi = 1, len(rest)
-            while lo < hi:  # largest prefix length whose token count fits
+            if self._count(text[a:b]) <= limit:
+                out.append((a, b))
+                break
+            lo, hi = a + 1, b
+            while lo < hi:  # largest end whose prefix fits
                 mid = (lo + hi + 1) // 2
-                if self._count(rest[:mid]) <= limit:
+                if self._count(text[a:mid]) <= limit:
                     lo = mid
                 else:
                     hi = mid - 1
             cut = lo
-            space = rest.rfind(" ", 0, cut)
-            if space > cut // 2:
+            space = text.rfind(" ", a, cut)
+            if space > a + (cut - a) // 2:
                 cut = space
-            out.append(rest[:cut].strip())
-            rest = rest[cut:].strip()
-        return [p for p in out if p]
+            piece = strip_span(text, a, cut)
+            if piece[0] < piece[1]:
+                out.append(piece)
+            a = cut
+        return out
 
-    # -------------------------------------------------------------- chunks of a node
+    # -------------------------------------------------------------- chunks of nodes
     def chunk_for_node(self, node: ContextNode) -> list[ChunkRecord]:
-        chunks: list[ChunkRecord] = []
-        for level, text in ((0, node.abstract), (1, node.overview)):
-            # one chunk; split only when the model could not read it whole
-            for i, piece in enumerate(self.split(text, self.model_limit)):
-                chunks.append(
-                    self._record(node, level, i, piece, narrow_refs(node.source_refs, piece))
+        return self.chunk_nodes([node])[0]
+
+    def chunk_nodes(self, nodes: Sequence[ContextNode]) -> list[list[ChunkRecord]]:
+        """The chunks of each node; all the nodes' texts are measured together."""
+        heads = self._split_all(  # L0/L1: one chunk unless the model could not read it whole
+            [t for n in nodes for t in (n.abstract, n.overview)], self.model_limit
+        )
+        bodies = self._split_all([n.content for n in nodes], self.chunk_tokens)
+        out = []
+        for k, node in enumerate(nodes):
+            chunks: list[ChunkRecord] = []
+            for level, text in ((0, node.abstract), (1, node.overview)):
+                for i, (a, b, n) in enumerate(heads[2 * k + level]):
+                    piece = text[a:b]
+                    refs = narrow_refs(node.source_refs, piece)
+                    chunks.append(self._record(node, level, i, piece, refs, n))
+            spans = message_spans(node)
+            for i, (a, b, n) in enumerate(bodies[k]):
+                piece = node.content[a:b]
+                refs = (
+                    refs_in_span(spans, a, b)
+                    if spans is not None
+                    else narrow_refs(node.source_refs, piece)
                 )
-        spans = message_spans(node)
-        search_from = 0
-        for i, piece in enumerate(self.split(node.content)):
-            if spans is not None:
-                start = node.content.find(piece, search_from)
-                if start < 0:
-                    start = node.content.find(piece)
-                search_from = max(start, 0) + 1
-                refs = refs_in_span(spans, max(start, 0), max(start, 0) + len(piece))
-            else:
-                refs = narrow_refs(node.source_refs, piece)
-            chunks.append(self._record(node, 2, i, piece, refs))
-        return chunks
+                chunks.append(self._record(node, 2, i, piece, refs, n))
+            out.append(chunks)
+        return out
 
     def _record(
-        self, node: ContextNode, level: int, index: int, text: str, refs: list[str]
+        self, node: ContextNode, level: int, index: int, text: str, refs: list[str], tokens: int
     ) -> ChunkRecord:
         return ChunkRecord(
             chunk_id=ChunkRecord.make_id(node.uri, level, index),
@@ -238,8 +265,20 @@ class DocumentChunker:
             category=node.category,
             owner_space=node.owner_space,
             source_refs=refs,
-            metadata={"tokens": self._count(text)},
+            metadata={"tokens": tokens},
         )
+
+
+def between_words(text: str, a: int, b: int) -> bool:
+    """Whether ``text[a:b]`` neither starts nor ends inside a word."""
+    head = a == 0 or not (text[a - 1].isalnum() and text[a].isalnum())
+    tail = b == len(text) or not (text[b - 1].isalnum() and text[b].isalnum())
+    return head and tail
+
+
+def _counting(text: str, count: Callable[[str], int]) -> Measure:
+    """A span's tokens counted on its substring (an embedder without token offsets)."""
+    return lambda a, b: count(text[a:b])
 
 
 __all__ = [

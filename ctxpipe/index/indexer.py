@@ -210,12 +210,16 @@ class Indexer:
         together."""
         started = time.perf_counter()
         chunked: list[tuple[ContextNode, list[ChunkRecord]]] = []
-        for node in nodes:
-            try:
-                chunks = self.chunker.chunk_for_node(node)
-            except Exception as exc:  # noqa: BLE001
-                report.errors[node.uri] = exc
-                continue
+        try:
+            together = list(zip(nodes, self.chunker.chunk_nodes(nodes), strict=True))
+        except Exception:  # noqa: BLE001 - one node at a time, to tell which one failed
+            together = []
+            for node in nodes:
+                try:
+                    together.append((node, self.chunker.chunk_for_node(node)))
+                except Exception as exc:  # noqa: BLE001
+                    report.errors[node.uri] = exc
+        for node, chunks in together:
             for c in chunks:
                 c.metadata["model"] = self.model_name
             chunked.append((node, chunks))
@@ -231,9 +235,13 @@ class Indexer:
         )
         lines = self._line_units(chunked) if self.unit_vectors else {}
         units = {cid: unit_texts_of(per_chunk) for cid, per_chunk in lines.items()}
+        report.add_time("units", started)
+        started = time.perf_counter()
         if units and self._chunking.chunk_vectors == "units":  # a chunk with units: their mean
-            with_units = {c.text_content for _, cs in chunked for c in cs if units.get(c.chunk_id)}
-            texts = [t for t in texts if t not in with_units]
+            # a text is encoded whole when any chunk holding it has no units (the same text can
+            # be a memory's chunk with units and an archive summary's chunk without)
+            alone = {c.text_content for _, cs in chunked for c in cs if not units.get(c.chunk_id)}
+            texts = [t for t in texts if t in alone]
         by_key = dict(unit_reuse or {})
         chunk_texts = {**reuse, **dict.fromkeys(texts)}
 

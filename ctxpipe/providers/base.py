@@ -90,9 +90,10 @@ class SpanEmbedder(Protocol):
     def pools_spans(self) -> bool: ...
 
     def encode_spans(
-        self, texts: Sequence[str], spans: Sequence[Sequence[Span]]
-    ) -> list[list[list[float]]]:
-        """For each text: its vector, then the vector of each of its spans."""
+        self, texts: Sequence[str], spans: Sequence[Sequence[Span]], *, fit: bool = False
+    ) -> Sequence[Any]:
+        """For each text: its vector, then the vector of each of its spans (rows of a float
+        array, or lists). `fit`: a text longer than the model reads gets None instead."""
         ...
 
 

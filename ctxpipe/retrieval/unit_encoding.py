@@ -71,15 +71,18 @@ def unit_texts_of(lines: Iterable[LineUnits]) -> list[str]:
 
 
 def windows(
-    lines: Sequence[LineUnits], max_tokens: int, count: Callable[[str], int]
+    lines: Sequence[LineUnits],
+    max_tokens: int | None,
+    count: Callable[[str], int] = len,
 ) -> list[Window]:
     """The lines of one chunk packed, in order, into texts of at most `max_tokens` tokens
-    (a longer line is a window of its own), with each unit's ranges in its window."""
+    (a longer line is a window of its own; None: one text of all of them), with each unit's
+    ranges in its window."""
     out: list[Window] = []
     used = 0
     for line in lines:
-        tokens = count(line.text) + 1
-        if not out or (out[-1].read and used + tokens > max_tokens):
+        tokens = count(line.text) + 1 if max_tokens is not None else 0
+        if not out or (max_tokens is not None and out[-1].read and used + tokens > max_tokens):
             out.append(Window())
             used = 0
         win = out[-1]
@@ -104,23 +107,32 @@ def encode_units(
     vectors of `texts` (chunk texts, encoded with the units that are not pooled)."""
     pooled = context != "none" and isinstance(embedder, SpanEmbedder) and embedder.pools_spans
     wins: list[tuple[int, Window]] = []
-    if pooled:
-        for i, lines in enumerate(chunks):
-            if context == "chunk":
-                limit = int(embedder.max_seq_length) - 2  # [CLS] and [SEP]
-                wins.extend((i, w) for w in windows(lines, limit, embedder.count_tokens))
-            else:
-                wins.extend((i, w) for w in windows(lines, 0, len))  # max 0: a window a line
-    out: list[dict[str, Any]] = [{} for _ in chunks]
-    if wins:
+    rows: list[Any] = []
+    if pooled and context == "chunk":
         assert isinstance(embedder, SpanEmbedder)
-        rows = embedder.encode_spans(
-            [w.read for _, w in wins], [list(w.units.values()) for _, w in wins]
+        # each chunk's lines as one text; one that the model cannot read whole is packed into
+        # several by its lines' token counts
+        whole = [(i, w) for i, lines in enumerate(chunks) for w in windows(lines, None)]
+        got = embedder.encode_spans(
+            [w.read for _, w in whole], [list(w.units.values()) for _, w in whole], fit=True
         )
-        for (i, win), row in zip(wins, rows, strict=True):
-            whole = ((0, len(win.read)),)
-            for (unit, ranges), vector in zip(win.units.items(), row[1:], strict=True):
-                out[i].setdefault(unit, row[0] if ranges == whole else vector)
+        long = sorted({i for (i, _), row in zip(whole, got, strict=True) if row is None})
+        wins = [(i, w) for (i, w), row in zip(whole, got, strict=True) if row is not None]
+        rows = [row for row in got if row is not None]
+        if long:
+            limit = int(embedder.max_seq_length) - 2  # [CLS] and [SEP]
+            tokens = _line_tokens(embedder, [line for i in long for line in chunks[i]])
+            packed = [(i, w) for i in long for w in windows(chunks[i], limit, tokens)]
+            wins.extend(packed)
+            rows.extend(_read(embedder, packed))
+    elif pooled:
+        wins = [(i, w) for i, lines in enumerate(chunks) for w in windows(lines, 0, len)]
+        rows = _read(embedder, wins)  # max 0: a window a line
+    out: list[dict[str, Any]] = [{} for _ in chunks]
+    for (i, win), row in zip(wins, rows, strict=True):
+        whole_text = ((0, len(win.read)),)
+        for (unit, ranges), vector in zip(win.units.items(), row[1:], strict=True):
+            out[i].setdefault(unit, row[0] if ranges == whole_text else vector)
     own = dict.fromkeys(texts)
     alone = {  # units no window gave a vector (not pooled, or not placed): each read alone
         t: None
@@ -135,6 +147,23 @@ def encode_units(
             if t not in out[i]:
                 out[i][t] = encoded[t]
     return out, {t: encoded[t] for t in own}
+
+
+def _read(embedder: Embedder, wins: Sequence[tuple[int, Window]]) -> list[Any]:
+    assert isinstance(embedder, SpanEmbedder)
+    if not wins:
+        return []
+    return list(
+        embedder.encode_spans([w.read for _, w in wins], [list(w.units.values()) for _, w in wins])
+    )
+
+
+def _line_tokens(embedder: Embedder, lines: Sequence[LineUnits]) -> Callable[[str], int]:
+    """Token counts of the lines' texts, counted in one batched call when the embedder can."""
+    texts = list(dict.fromkeys(line.text for line in lines))
+    count_many = getattr(embedder, "count_many", None)
+    counted = count_many(texts) if count_many else [embedder.count_tokens(t) for t in texts]
+    return dict(zip(texts, counted, strict=True)).__getitem__
 
 
 __all__ = ["LineUnits", "UnitContext", "Window", "encode_units", "line_units", "unit_texts_of"]

@@ -343,9 +343,9 @@ class CountingEmbedder:
         self.calls.append(len(texts))
         return self.inner.encode(texts)  # type: ignore[no-any-return]
 
-    def encode_spans(self, texts: Sequence[str], spans: Any) -> list[list[list[float]]]:
+    def encode_spans(self, texts: Sequence[str], spans: Any, *, fit: bool = False) -> Any:
         self.calls.append(-len(texts))  # negative: texts read with their units pooled
-        return self.inner.encode_spans(texts, spans)  # type: ignore[no-any-return]
+        return self.inner.encode_spans(texts, spans, fit=fit)
 
 
 def test_a_batch_is_embedded_in_one_pass(rt):  # type: ignore[no-untyped-def]

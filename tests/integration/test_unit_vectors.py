@@ -60,9 +60,9 @@ class CountingEmbedder:
         self.calls.append(list(texts))
         return self.inner.encode(texts)  # type: ignore[no-any-return]
 
-    def encode_spans(self, texts: Sequence[str], spans: Any) -> list[list[list[float]]]:
+    def encode_spans(self, texts: Sequence[str], spans: Any, *, fit: bool = False) -> Any:
         self.calls.append(list(texts))
-        return self.inner.encode_spans(texts, spans)  # type: ignore[no-any-return]
+        return self.inner.encode_spans(texts, spans, fit=fit)
 
     @property
     def texts(self) -> list[str]:

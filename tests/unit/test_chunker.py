@@ -33,9 +33,24 @@ class ModelTokens:
         return self._counter.count(text)
 
 
-@pytest.fixture(scope="module")
-def emb() -> ModelTokens:
-    return ModelTokens(PACKAGED_MODEL)
+class OffsetTokens(ModelTokens):
+    """The same tokenizer as the embedder offers it to the chunker: token offsets and counts
+    of many texts in one batched call (the boundaries are read off the offsets)."""
+
+    word_additive = True  # BERT's pre-tokenizer splits at spaces and punctuation
+
+    def token_starts(self, texts: list[str]) -> list[list[int]]:
+        encodings = self._counter._tok.encode_batch(texts, add_special_tokens=False)
+        return [sorted(a for a, _ in e.offsets) for e in encodings]
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        return [self.count_tokens(t) for t in texts]
+
+
+@pytest.fixture(scope="module", params=["counted", "offsets"])
+def emb(request: pytest.FixtureRequest) -> ModelTokens:
+    """Every test runs with both ways of measuring a span."""
+    return (OffsetTokens if request.param == "offsets" else ModelTokens)(PACKAGED_MODEL)
 
 
 @pytest.fixture(scope="module")

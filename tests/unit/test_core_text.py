@@ -11,6 +11,7 @@ from ctxpipe.core.text import (
     MAX_SENTENCE_CHARS,
     STOPWORDS,
     content_tokens,
+    plain_sentences,
     similarity,
     split_sentences,
     stem,
@@ -99,3 +100,28 @@ def test_threads_segment_and_stem_their_own_texts() -> None:
         assert list(pool.map(split_sentences, texts)) == expected
         stems = list(pool.map(stem, ["running", "sunrises", "painted"] * 300))
     assert set(stems) == {"run", "sunris", "paint"}
+
+
+@pytest.mark.parametrize(
+    ("piece", "expected"),
+    [
+        (
+            "Your help matters to me. I am writing it down.",
+            ("Your help matters to me.", "I am writing it down."),
+        ),
+        ("It inspired me. (shared a photo)", ("It inspired me.", "(shared a photo)")),
+        ('He said "go!" Then he left.', ('He said "go!"', "Then he left.")),
+        ("Great! 10 people came?! Wow.", ("Great!", "10 people came?!", "Wow.")),
+        ("Dr. Smith moved.", None),  # a title: pysbd decides
+        ("J. K. Rowling wrote it.", None),  # an initial
+        ("We met at 3 p.m. Then it rained.", None),  # a dotted word
+        ("Wait... Then it rained.", None),  # an ellipsis
+        ("Hi! how are you?", None),  # a lower-case word after the mark
+    ],
+)
+def test_plain_sentence_ends_are_cut_and_doubtful_ones_left_to_pysbd(
+    piece: str, expected: tuple[str, ...] | None
+) -> None:
+    assert plain_sentences(piece) == expected
+    if expected is not None:
+        assert tuple(split_sentences(piece)) == expected

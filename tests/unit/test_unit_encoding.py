@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 
-from ctxpipe.providers.embedder import length_batches
+from ctxpipe.providers.token_reader import span_mask, span_ranges, token_batches
 from ctxpipe.retrieval.text import unit_texts
 from ctxpipe.retrieval.unit_encoding import encode_units, line_units, unit_texts_of, windows
 
@@ -37,13 +38,20 @@ class Recorder:
         self.read.extend(texts)
         return [[float(len(t)), -1.0] for t in texts]
 
-    def encode_spans(self, texts: Sequence[str], spans: Any) -> list[list[list[float]]]:
-        self.read.extend(texts)
-        self.spans.extend(spans)
-        return [
-            [[float(len(t)), 0.0], *([float(len(t)), float(i + 1)] for i in range(len(s)))]
-            for t, s in zip(texts, spans, strict=True)
-        ]
+    def encode_spans(
+        self, texts: Sequence[str], spans: Any, *, fit: bool = False
+    ) -> list[list[list[float]] | None]:
+        out: list[list[list[float]] | None] = []
+        for t, s in zip(texts, spans, strict=True):
+            if fit and self.count_tokens(t) > self.max_seq_length - 2:
+                out.append(None)  # longer than the model reads: not read
+                continue
+            self.read.append(t)
+            self.spans.append(s)
+            out.append(
+                [[float(len(t)), 0.0], *([float(len(t)), float(i + 1)] for i in range(len(s)))]
+            )
+        return out
 
 
 def places(read: str, ranges: Sequence[tuple[int, int]]) -> str:
@@ -121,12 +129,37 @@ def test_a_unit_in_two_chunks_has_each_chunks_reading() -> None:
     assert va[line] != vb[line]  # read alone vs read with the next turn
 
 
-def test_length_batches_never_pad_a_short_text_to_a_long_one() -> None:
-    lengths = [250, 12, 240, 30, 8, 200, 14]
-    batches = length_batches(lengths, size=2)
+def test_token_batches_stay_within_their_padded_size() -> None:
+    lengths = [250, 12, 240, 30, 8, 200, 14, 900]
+    batches = token_batches(lengths, 512)
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
-    for b in batches:
-        assert len(b) <= 2
-        assert min(lengths[i] for i in b) * 2 >= max(lengths[i] for i in b)
-    assert length_batches([], 4) == []
-    assert length_batches([5, 5, 5], 4) == [[0, 1, 2]]
+    assert batches[0] == [7]  # longer than a batch: alone
+    for b in batches[1:]:
+        assert len(b) * max(lengths[i] for i in b) <= 512  # texts × the longest
+        assert 2 * min(lengths[i] for i in b) >= max(lengths[i] for i in b)  # little padding
+    assert batches[1:] == [[0, 2], [5], [3], [6, 1, 4]]
+    assert token_batches([], 512) == []
+
+
+def test_span_masks_select_the_real_tokens_of_each_span() -> None:
+    # [CLS] "Ann" ":" "hi" "." "Bye" "." [SEP]: special tokens have empty offsets
+    offsets = [(0, 0), (0, 3), (3, 4), (5, 7), (7, 8), (9, 12), (12, 13), (0, 0)]
+    ranges = span_ranges([[(0, 4), (5, 8)], [(9, 13)], [], [(40, 50)]])
+    masks = span_mask(np.asarray(offsets), ranges)
+    assert masks.tolist() == [
+        [False, True, True, True, True, False, False, False],
+        [False, False, False, False, False, True, True, False],
+        [False] * 8,  # no range: no token (it takes the text's vector)
+        [False] * 8,  # beyond the truncated text: likewise
+    ]
+
+
+def test_a_chunk_longer_than_the_model_reads_is_read_in_windows_of_its_lines() -> None:
+    emb = Recorder()
+    emb.max_seq_length = 22  # 20 words a window, a line counts one more
+    lines = line_units(ARCHIVE, REFS, "session")  # 14 + 10 + 8 words
+    [out], _ = encode_units(emb, [lines], context="chunk")
+    assert len(emb.read) == 2  # not the whole chunk: the first line, then the other two
+    assert emb.read[0] == lines[0].text
+    assert emb.read[1] == f"{lines[1].text}\n{lines[2].text}"
+    assert set(out) == set(unit_texts_of(lines))

@@ -32,7 +32,7 @@ from ctxpipe.core.models import ChunkRecord, ContextNode, RelationEdge
 from ctxpipe.core.uri import node_uri
 from ctxpipe.fs import ContextFS, FSRelationStore
 from ctxpipe.index.chunker import DocumentChunker
-from ctxpipe.index.replica import NodeState, NodeWrite, ReplicaStore
+from ctxpipe.index.replica import NodeState, NodeWrite, ReplicaRows
 from ctxpipe.providers.base import Embedder
 from ctxpipe.providers.embedder import normalised
 from ctxpipe.retrieval.text import unit_key
@@ -78,7 +78,7 @@ class Indexer:
         self,
         fs: ContextFS,
         relations: FSRelationStore,
-        replica: ReplicaStore,
+        replica: ReplicaRows,
         embedder: Embedder,
         chunking: ChunkingConfig | None = None,
         *,

@@ -42,6 +42,16 @@ class MemoryReplica:
                 out[uri] = NodeState(uri, w.node.version, w.node.content_hash)
         return out
 
+    def all_node_states(self) -> dict[str, NodeState]:
+        return self.node_states(list(self.nodes))
+
+    def edge_ids(self) -> dict[str, set[str]]:
+        return {uri: {e.edge_id for e in edges} for uri, edges in self.edges.items() if edges}
+
+    def truncate(self) -> None:
+        self.nodes.clear()
+        self.edges.clear()
+
     def uris_under(self, uri: str) -> list[str]:
         prefix = uri.rstrip("/") + "/"
         return sorted(u for u in self.nodes if u == uri or u.startswith(prefix))

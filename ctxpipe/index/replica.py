@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import psycopg
@@ -55,6 +55,29 @@ class NodeWrite:
     vectors: list[Any]  # one vector per chunk (list[float] or numpy array)
     # per chunk: (unit_key, vector) of each distinct line/sentence text find ranks
     units: list[list[tuple[str, Any]]] = field(default_factory=list)
+
+
+class ReplicaRows(Protocol):
+    """What the indexer reads and writes of the replica (`ReplicaStore`; `MemoryReplica` holds
+    the same rows in memory)."""
+
+    def check_dimension(self, model_name: str, model_dim: int) -> int: ...
+    def node_states(self, uris: Iterable[str]) -> dict[str, NodeState]: ...
+    def all_node_states(self) -> dict[str, NodeState]: ...
+    def edge_ids(self) -> dict[str, set[str]]: ...
+    def truncate(self) -> None: ...
+    def uris_under(self, uri: str) -> list[str]: ...
+    def chunk_vectors(self, uris: Sequence[str], model: str) -> dict[str, Any]: ...
+    def unit_vectors(self, uris: Sequence[str], model: str) -> dict[str, Any]: ...
+    def write(
+        self,
+        writes: Sequence[NodeWrite],
+        deletes: Sequence[str] = (),
+        *,
+        rewrite: bool = False,
+        replace: Iterable[str] = (),
+    ) -> tuple[set[str], set[str]]: ...
+    def replace_edges(self, edges_by_uri: dict[str, list[RelationEdge]]) -> int: ...
 
 
 def like_prefix(uri: str) -> str:

@@ -113,8 +113,12 @@ def encode_units(
         # each chunk's lines as one text; one that the model cannot read whole is packed into
         # several by its lines' token counts
         whole = [(i, w) for i, lines in enumerate(chunks) for w in windows(lines, None)]
-        got = embedder.encode_spans(
-            [w.read for _, w in whole], [list(w.units.values()) for _, w in whole], fit=True
+        got = (
+            embedder.encode_spans(
+                [w.read for _, w in whole], [list(w.units.values()) for _, w in whole], fit=True
+            )
+            if whole
+            else []
         )
         long = sorted({i for (i, _), row in zip(whole, got, strict=True) if row is None})
         wins = [(i, w) for (i, w), row in zip(whole, got, strict=True) if row is not None]

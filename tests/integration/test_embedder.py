@@ -192,10 +192,10 @@ def test_span_batches_match_one_by_one(emb: SentenceTransformerEmbedder) -> None
 
 
 def test_spans_of_eight_texts_in_one_batch() -> None:
-    """Late chunking reads eight texts in one model batch (`encode(output_value=None)`): the
-    sentence-transformers releases that index a per-batch string field per text fail here
-    with IndexError past the fourth text (pyproject excludes them). Each row is the same as
-    the text's alone."""
+    """Late chunking reads eight texts in one model batch (sentence-transformers releases before
+    6.2 failed such a batch in their own `encode(output_value=None)`, which the index path
+    used before it called the model's forward itself). Each row is the same as the text's
+    alone."""
     wide = SentenceTransformerEmbedder(PACKAGED_MODEL, device="cpu", batch_size=8)
     texts = [f"Text {i}: Ann moved the DAG to the {i}th scheduler slot. {TWO}" for i in range(8)]
     spans = [[[(0, 7)], [(8, 40)]] for _ in texts]
@@ -206,3 +206,26 @@ def test_spans_of_eight_texts_in_one_batch() -> None:
         for x, y in zip(row, alone, strict=True):
             assert cosine(x, y) > 0.9999
     assert cosine(rows[0][1], rows[7][1]) < 0.9999  # the spans differ per text
+
+
+def test_vectors_equal_sentence_transformers_encode(emb: SentenceTransformerEmbedder) -> None:
+    """The index path's reading (one tokenization, batches by tokens, pooling on the device)
+    gives each text the vector `SentenceTransformer.encode` gives it."""
+    import numpy as np
+
+    texts = ["Short one.", TWO, " ".join([TWO] * 30), "Ann (8 May 2023): I run on Sundays."]
+    mine = np.asarray(emb.encode(texts))
+    theirs = emb.model.encode(texts, normalize_embeddings=True)
+    assert np.abs(mine - theirs).max() < 1e-5
+    rows = emb.encode_spans(texts, [[[(0, 5)]]] * len(texts))
+    assert np.abs(np.asarray([r[0] for r in rows]) - theirs).max() < 1e-5
+
+
+def test_fit_leaves_a_text_the_model_cannot_read_whole(emb: SentenceTransformerEmbedder) -> None:
+    huge = " ".join([TWO] * 60)  # far over 256 tokens
+    short, none = emb.encode_spans([TWO, huge], [[[(0, 5)]], [[(0, 5)]]], fit=True)
+    assert none is None and len(short) == 2
+    [read] = emb.encode_spans([huge], [[[(0, 5)]]])  # without fit: read truncated
+    assert len(read) == 2
+    stages = set(emb.timings)
+    assert {"tokenize", "model", "pool"} <= stages  # the bench's breakdown

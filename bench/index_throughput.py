@@ -25,6 +25,7 @@ Settings come from CTXPIPE_* and the options.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 import shutil
@@ -91,10 +92,27 @@ def _sync(model: Any) -> None:
         torch.cuda.synchronize()
 
 
+Row = tuple[float, float, float, int, dict[str, float]]
+
+
+def round_row(
+    r: int, before: float, after: float, elapsed: float, chunks: int, stages: dict[str, float]
+) -> Row:
+    """One round's (index chunks/s, baseline chunks/s, elapsed s, chunks, stage seconds),
+    printed; the baseline is the mean of the encode runs before and after."""
+    rate, base = chunks / elapsed, (before + after) / 2
+    print(
+        f"round {r}: model.encode {before:7.1f} chunks/s, index path {rate:7.1f} chunks/s, "
+        f"model.encode {after:7.1f} chunks/s, ratio {rate / base:.3f}",
+        flush=True,
+    )
+    return rate, base, elapsed, chunks, stages
+
+
 def report_rounds(
     label: str,
     settings: Settings,
-    rows: list[tuple[float, float, float, int, dict[str, float]]],
+    rows: list[Row],
     nodes: int,
     baseline: str,
 ) -> None:
@@ -134,6 +152,7 @@ def run_memory(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseli
     rows = []
     for r in range(rounds + 1):  # round 0 learns the chunk texts and warms the model up
         clear_sentence_cache()
+        gc.collect()  # the last round's replica goes now, not inside this one
         replica = MemoryReplica(embedder.dimension)
         indexer = Indexer(fs, relations, replica, embedder, settings.chunking)  # cold caches
         before = baseline.rate(2 * r) if baseline.texts else 0.0
@@ -151,13 +170,7 @@ def run_memory(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseli
             continue
         after = baseline.rate(2 * r + 1)
         stages = {**report.timings, **embedder.timings}
-        rate, base = report.chunks / elapsed, (before + after) / 2
-        rows.append((rate, base, elapsed, report.chunks, stages))
-        print(
-            f"round {r}: model.encode {before:7.1f} chunks/s, index path {rate:7.1f} chunks/s, "
-            f"model.encode {after:7.1f} chunks/s, ratio {rate / base:.3f}",
-            flush=True,
-        )
+        rows.append(round_row(r, before, after, elapsed, report.chunks, stages))
     report_rounds("in-memory replica", settings, rows, len(nodes), baseline.label)
     print(f"units written {report.units}, unit texts through the model {report.units_embedded}")
 
@@ -222,13 +235,7 @@ def run_db(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseline) 
             after = baseline.rate(2 * r + 1)
             stages = {k: v / 1000 for k, v in res.timings_ms.items() if k != "total"}
             stages.update(rt.embedder.timings)
-            rate, base = res.chunks / elapsed, (before + after) / 2
-            rows.append((rate, base, elapsed, res.chunks, stages))
-            print(
-                f"round {r}: model.encode {before:7.1f} chunks/s, index path {rate:7.1f} "
-                f"chunks/s, model.encode {after:7.1f} chunks/s, ratio {rate / base:.3f}",
-                flush=True,
-            )
+            rows.append(round_row(r, before, after, elapsed, res.chunks, stages))
     finally:
         rt.close()
     report_rounds(

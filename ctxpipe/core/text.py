@@ -184,8 +184,8 @@ def _pieces(line: str) -> Iterable[str]:
         yield from cut_long(line[start:], _PIECE_CHARS)
 
 
-# pysbd costs ~2 ms a piece, and one turn is split by the archive builder, each extractor, the
-# indexer and find: the pieces' sentences are kept, bounded by their characters (~4 M).
+# pysbd costs ~1-2 ms a piece, and one turn is split by the archive builder, each extractor, the
+# indexer and find: the sentences of the pieces it splits are kept, bounded by their characters.
 _SEGMENTS: LockedCache[tuple[str, ...]] = LockedCache.lru(
     4_000_000, getsizeof=lambda v: sum(len(s) for s in v) or 1
 )
@@ -216,11 +216,12 @@ def plain_sentences(piece: str) -> tuple[str, ...] | None:
 def _segment(piece: str) -> tuple[str, ...]:
     if not _INNER_END_RE.search(piece.rstrip()[:-1]):
         return (piece,)  # no sentence end inside it: one sentence, nothing to find
+    plain = plain_sentences(piece)  # microseconds: not worth a cache entry
+    if plain is not None:
+        return plain
     cached = _SEGMENTS.get(piece)
     if cached is None:
-        cached = plain_sentences(piece)
-        if cached is None:
-            cached = tuple(s.strip() for s in _segmenter().segment(piece) if s.strip())
+        cached = tuple(s.strip() for s in _segmenter().segment(piece) if s.strip())
         _SEGMENTS.put(piece, cached)
     return cached
 

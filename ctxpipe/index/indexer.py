@@ -64,6 +64,20 @@ class SyncReport:
         self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - started
 
 
+@dataclass
+class _HostBatch:
+    """A part of a batch as the host leaves it for the model (`Indexer._host_stage`)."""
+
+    chunked: list[tuple[ContextNode, list[ChunkRecord]]]
+    texts: list[str]  # chunk texts to encode whole
+    lines: dict[str, list[LineUnits]]  # by chunk id
+    units: dict[str, list[str]]  # by chunk id
+    keys: dict[str, str]  # unit text -> unit key
+    stale: list[str]  # chunk ids with a unit not embedded yet
+    by_key: dict[str, Any]  # stored unit vectors by key
+    reuse: dict[str, Any]  # stored chunk vectors by text
+
+
 def decide(node: ContextNode, state: NodeState | None, rewrite: bool, replace: bool) -> str:
     """`index`, `unchanged` or `refused` for a node present on the FS."""
     if state is None or replace or node.version > state.version:
@@ -208,6 +222,16 @@ class Indexer:
     ) -> list[NodeWrite]:
         """Chunk every node, then embed all new texts of the batch (chunks and units)
         together."""
+        return self._device_stage(self._host_stage(nodes, report, reuse, unit_reuse), report)
+
+    def _host_stage(
+        self,
+        nodes: list[ContextNode],
+        report: SyncReport,
+        reuse: dict[str, Any],
+        unit_reuse: dict[str, Any] | None,
+    ) -> _HostBatch:
+        """What the host prepares before the model reads: chunks, lines, the texts to encode."""
         started = time.perf_counter()
         chunked: list[tuple[ContextNode, list[ChunkRecord]]] = []
         try:
@@ -235,8 +259,6 @@ class Indexer:
         )
         lines = self._line_units(chunked) if self.unit_vectors else {}
         units = {cid: unit_texts_of(per_chunk) for cid, per_chunk in lines.items()}
-        report.add_time("units", started)
-        started = time.perf_counter()
         if units and self._chunking.chunk_vectors == "units":  # a chunk with units: their mean
             # a text is encoded whole when any chunk holding it has no units (the same text can
             # be a memory's chunk with units and an archive summary's chunk without)
@@ -244,31 +266,41 @@ class Indexer:
             texts = [t for t in texts if t in alone]
         by_key = dict(unit_reuse or {})
         chunk_texts = {**reuse, **dict.fromkeys(texts)}
+        keys = {u: unit_key(u) for per_chunk in units.values() for u in per_chunk}
 
         def known(u: str) -> bool:
-            return u in chunk_texts or unit_key(u) in by_key
+            return u in chunk_texts or (bool(by_key) and keys[u] in by_key)
 
         stale = [  # the chunks with a unit not embedded yet: read again, whole
             cid
             for cid, per_chunk in lines.items()
             if not all(known(u) for line in per_chunk for u in line.texts)
         ]
+        report.add_time("units", started)
+        return _HostBatch(chunked, texts, lines, units, keys, stale, by_key, reuse)
+
+    def _device_stage(self, host: _HostBatch, report: SyncReport) -> list[NodeWrite]:
+        """The model reads the batch's new texts; every chunk gets its rows."""
+        started = time.perf_counter()
+        lines, units, keys, stale, by_key, reuse = (
+            host.lines, host.units, host.keys, host.stale, host.by_key, host.reuse
+        )  # fmt: skip
         context = self._chunking.unit_context
         fresh, vectors = encode_units(
-            self.embedder, [lines[cid] for cid in stale], context=context, texts=texts
+            self.embedder, [lines[cid] for cid in stale], context=context, texts=host.texts
         )
         by_chunk = dict(zip(stale, fresh, strict=True))  # a unit's vector in its chunk
-        report.embedded += len(texts)
+        report.embedded += len(host.texts)
         report.units_embedded += len({u for cid in stale for u in units[cid]})
         report.add_time("embed", started)
         writes = []
-        for node, chunks in chunked:
+        for node, chunks in host.chunked:
             per_chunk: list[list[tuple[str, Any]]] = []
             for c in chunks:
                 row = []
                 own = by_chunk.get(c.chunk_id, {})
                 for u in units.get(c.chunk_id, []):
-                    key = unit_key(u)
+                    key = keys[u]
                     vec = own.get(u, vectors.get(u, reuse.get(u)))
                     row.append((key, by_key[key] if vec is None else vec))
                 per_chunk.append(row)
@@ -332,8 +364,8 @@ def _chunk_vector(
     own = encoded.get(text, reuse.get(text))
     if own is not None or not unit_vecs:
         return own
-    mean = np.mean(np.asarray([np.asarray(v, dtype=np.float32) for _, v in unit_vecs]), axis=0)
-    return normalised(mean).tolist()
+    mean = np.stack([np.asarray(v, dtype=np.float32) for _, v in unit_vecs]).mean(axis=0)
+    return normalised(mean)
 
 
 __all__ = ["RELATIONS_KEY", "Indexer", "SyncReport", "decide"]

@@ -324,7 +324,12 @@ class SentenceTransformerEmbedder:
         """Where each token of each text starts (character offsets, in order; no special
         tokens, no truncation), in one batched call: what the chunker cuts by."""
         encodings = self._reader().plain.encode_batch(list(texts), add_special_tokens=False)
-        return [sorted(a for a, _ in e.offsets) for e in encodings]
+        out = []
+        for e in encodings:
+            starts = [a for a, _ in e.offsets]
+            starts.sort()  # in order already (timsort checks that in one pass): bisect needs it
+            out.append(starts)
+        return out
 
 
 def normalised(vector: Any) -> Any:

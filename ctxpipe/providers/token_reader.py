@@ -51,11 +51,9 @@ def span_ranges(spans: Sequence[Span]) -> Any:
     """``[spans, ranges, 2]`` int array of each span's (start, end) character ranges, padded
     with empty ranges (a span without ranges is all padding: it takes the text's vector)."""
     width = max((len(r) for r in spans), default=0) or 1
-    out = np.zeros((len(spans), width, 2), dtype=np.int64)
-    for s, ranges in enumerate(spans):
-        if ranges:
-            out[s, : len(ranges)] = ranges
-    return out
+    pad = [(0, 0)] * width
+    rows = [[*r, *pad[len(r) :]] for r in spans]  # one conversion to numpy for all of them
+    return np.asarray(rows, dtype=np.int64).reshape(len(spans), width, 2)
 
 
 def span_mask(offsets: Any, ranges: Any) -> Any:

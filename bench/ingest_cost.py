@@ -46,24 +46,19 @@ WORKERS = [("commit,maintenance", 2), ("extract", 2)]
 
 
 def count_encodes(rt: Runtime) -> list[str]:
-    """Wrap the runtime embedder's `encode` and `encode_spans` so every text it runs through
-    the model is kept (a chunk whose lines are read together is one text; tokens are counted
-    after the clock stops)."""
+    """Wrap the runtime embedder's `encode_spans` (which `encode` reads through too) so every
+    text it runs through the model is kept (a chunk whose lines are read together is one
+    text; tokens are counted after the clock stops)."""
     emb = rt.embedder
-    inner, inner_spans = emb.encode, emb.encode_spans
+    inner_spans = emb.encode_spans
     read: list[str] = []
 
-    def encode(texts: Any) -> list[list[float]]:
+    def encode_spans(texts: Any, spans: Any, *, fit: bool = False) -> list[Any]:
         items = list(texts)
-        read.extend(items)
-        return inner(items)
+        rows = inner_spans(items, spans, fit=fit)
+        read.extend(t for t, row in zip(items, rows, strict=True) if row is not None)
+        return list(rows)
 
-    def encode_spans(texts: Any, spans: Any) -> list[list[list[float]]]:
-        items = list(texts)
-        read.extend(items)
-        return inner_spans(items, spans)
-
-    emb.encode = encode  # type: ignore[method-assign]
     emb.encode_spans = encode_spans  # type: ignore[method-assign]
     return read
 

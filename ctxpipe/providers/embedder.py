@@ -251,9 +251,11 @@ class SentenceTransformerEmbedder:
     @property
     def pools_spans(self) -> bool:
         """Whether `encode_spans` is the model's own pooling over a part of the text: true for
-        a model that mean-pools its token embeddings (MiniLM and most sentence-transformers)."""
-        modes = [getattr(m, "pooling_mode", None) for m in self.model.children()]
-        return "mean" in modes
+        a model that mean-pools its token embeddings (MiniLM and most sentence-transformers)
+        and maps the mean to nothing else (no dense layer after the pooling)."""
+        children = list(self.model.children())
+        modes = [getattr(m, "pooling_mode", None) for m in children]
+        return "mean" in modes and not any(type(m).__name__ == "Dense" for m in children)
 
     def encode_spans(
         self, texts: Sequence[str], spans: Sequence[Sequence[Span]], *, fit: bool = False

@@ -126,6 +126,10 @@ class ChunkingConfig(BaseModel):
         "its lines' and sentences' vectors, which spares encoding its long text a second time, "
         "or (`model`) the model's encoding of the whole text",
     )
+    prep_processes: int = Field(0, ge=0, le=64)
+    """processes that chunk the nodes of a batch and find their lines and sentences (0: the
+    embed worker itself; a GPU worker, whose one Python thread otherwise leaves the GPU
+    waiting: the cores it can spare)"""
     unit_context: UnitContext = Field(
         "chunk",
         description="what the model reads to give a line or sentence its vector: (`chunk`) the "

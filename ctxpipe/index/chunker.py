@@ -27,13 +27,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 from ctxpipe.core.config import ChunkingConfig
 from ctxpipe.core.models import ChunkRecord, ContextNode
 from ctxpipe.core.uri import parse_uri
 from ctxpipe.index.span_splitter import Measure, offsets_measure, split_spans, strip_span
-from ctxpipe.providers.base import Embedder
 
 _CITE_RE = re.compile(r"\[([^\[\]\n]{1,400})\]")
 DEFAULT_SPECIAL_TOKENS = 2  # [CLS] … [SEP] for BERT-style encoders
@@ -125,12 +124,23 @@ def refs_in_span(spans: Sequence[MessageSpan], start: int, end: int) -> list[str
 
 
 # ------------------------------------------------------------------ the chunker
+class TokenSource(Protocol):
+    """What the chunker needs of a model: its length and its tokenizer's counts (an
+    `Embedder`; or `prep_pool.TokenizerFile`, the tokenizer alone). `token_starts`,
+    `count_many` and `word_additive`, where offered, let it measure a batch in one call."""
+
+    @property
+    def max_seq_length(self) -> int: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+
 class DocumentChunker:
     """Splits nodes into chunks that fit the embedding model (token-exact)."""
 
     def __init__(
         self,
-        embedder: Embedder,
+        embedder: TokenSource,
         config: ChunkingConfig | None = None,
         *,
         special_tokens: int | None = None,

@@ -32,11 +32,12 @@ from ctxpipe.core.models import ChunkRecord, ContextNode, RelationEdge
 from ctxpipe.core.uri import node_uri
 from ctxpipe.fs import ContextFS, FSRelationStore
 from ctxpipe.index.chunker import DocumentChunker
+from ctxpipe.index.prep_pool import prepare, shared_pool
 from ctxpipe.index.replica import NodeState, NodeWrite, ReplicaRows
 from ctxpipe.providers.base import Embedder
 from ctxpipe.providers.embedder import normalised
 from ctxpipe.retrieval.text import unit_key
-from ctxpipe.retrieval.unit_encoding import LineUnits, encode_units, line_units, unit_texts_of
+from ctxpipe.retrieval.unit_encoding import LineUnits, encode_units, unit_texts_of
 
 log = logging.getLogger(__name__)
 
@@ -233,20 +234,23 @@ class Indexer:
     ) -> _HostBatch:
         """What the host prepares before the model reads: chunks, lines, the texts to encode."""
         started = time.perf_counter()
+        pool = shared_pool(self.model_name, self._chunking)
+        done = (
+            pool.prepare(nodes)
+            if pool is not None
+            else prepare(self.chunker, nodes, lines=self.unit_vectors)
+        )
         chunked: list[tuple[ContextNode, list[ChunkRecord]]] = []
-        try:
-            together = list(zip(nodes, self.chunker.chunk_nodes(nodes), strict=True))
-        except Exception:  # noqa: BLE001 - one node at a time, to tell which one failed
-            together = []
-            for node in nodes:
-                try:
-                    together.append((node, self.chunker.chunk_for_node(node)))
-                except Exception as exc:  # noqa: BLE001
-                    report.errors[node.uri] = exc
-        for node, chunks in together:
+        lines: dict[str, list[LineUnits]] = {}
+        for node, result in zip(nodes, done, strict=True):
+            if isinstance(result, BaseException):
+                report.errors[node.uri] = result
+                continue
+            chunks, per_chunk = result
             for c in chunks:
                 c.metadata["model"] = self.model_name
             chunked.append((node, chunks))
+            lines.update(per_chunk)
         report.add_time("chunk", started)
         started = time.perf_counter()
         texts = list(
@@ -257,7 +261,6 @@ class Indexer:
                 if c.text_content not in reuse
             )
         )
-        lines = self._line_units(chunked) if self.unit_vectors else {}
         units = {cid: unit_texts_of(per_chunk) for cid, per_chunk in lines.items()}
         if units and self._chunking.chunk_vectors == "units":  # a chunk with units: their mean
             # a text is encoded whole when any chunk holding it has no units (the same text can
@@ -311,17 +314,6 @@ class Indexer:
             ]
             writes.append(NodeWrite(node, chunks, vecs, per_chunk))
         return writes
-
-    @staticmethod
-    def _line_units(
-        chunked: list[tuple[ContextNode, list[ChunkRecord]]],
-    ) -> dict[str, list[LineUnits]]:
-        """The lines (with their sentences) of each chunk, by chunk id."""
-        return {
-            c.chunk_id: line_units(c.text_content, c.source_refs, c.context_type)
-            for _, chunks in chunked
-            for c in chunks
-        }
 
     # ------------------------------------------------------------------ relations
     def sync_relations(self, uris: Iterable[str], report: SyncReport | None = None) -> SyncReport:

@@ -1,0 +1,136 @@
+"""PrepPool: the host's share of indexing — chunking nodes and finding the lines and sentences
+of every chunk — done in worker processes, so that one embed worker's GPU is not left waiting
+on one Python thread (`ChunkingConfig.prep_processes`).
+
+A worker process loads only the model's tokenizer (`tokenizer.json`, no torch, no model) and
+chunks exactly as the embed worker's own chunker does (same tokenizer, same settings). The
+nodes of a batch are dealt to the workers in contiguous parts and the results come back in
+order; a node that fails is returned as its error, as the in-process path reports it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from ctxpipe.core.config import ChunkingConfig
+from ctxpipe.core.models import ChunkRecord, ContextNode
+from ctxpipe.index.chunker import DocumentChunker
+from ctxpipe.retrieval.unit_encoding import LineUnits, line_units
+
+Prepared = tuple[list[ChunkRecord], dict[str, list[LineUnits]]] | BaseException
+
+
+class TokenizerFile:
+    """The chunker's view of an embedding model: its tokenizer and length, read from disk."""
+
+    def __init__(self, model_name: str) -> None:
+        from ctxpipe.providers.embedder import SentenceTransformerEmbedder
+        from ctxpipe.retrieval.tokens import counter_for_model
+
+        self._tok = counter_for_model(model_name)._tok
+        self.max_seq_length = SentenceTransformerEmbedder(model_name).max_seq_length
+        processor = self._tok.post_processor
+        self.special_tokens = int(processor.num_special_tokens_to_add(False)) if processor else 0
+        pre = type(self._tok.pre_tokenizer).__name__ if self._tok.pre_tokenizer else ""
+        self.word_additive = pre in ("BertPreTokenizer", "Whitespace", "WhitespaceSplit")
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._tok.encode(text, add_special_tokens=False).ids) if text else 0
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        return [len(e.ids) for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+
+    def token_starts(self, texts: Sequence[str]) -> list[list[int]]:
+        out = []
+        for e in self._tok.encode_batch(list(texts), add_special_tokens=False):
+            starts = [a for a, _ in e.offsets]
+            starts.sort()
+            out.append(starts)
+        return out
+
+
+_WORKER: dict[str, Any] = {}  # in a worker process: its chunker and whether lines are wanted
+
+
+def _start(model_name: str, chunking: str) -> None:
+    config = ChunkingConfig.model_validate_json(chunking)
+    tokens = TokenizerFile(model_name)
+    _WORKER["chunker"] = DocumentChunker(tokens, config, special_tokens=tokens.special_tokens)
+    _WORKER["lines"] = bool(config.unit_vectors)
+
+
+def prepare(chunker: DocumentChunker, nodes: Sequence[ContextNode], lines: bool) -> list[Prepared]:
+    """Each node's chunks and the lines of each chunk (by chunk id), or the node's error."""
+    try:
+        together = chunker.chunk_nodes(nodes)
+    except Exception:  # noqa: BLE001 - one node at a time, to tell which one failed
+        together = []
+        for node in nodes:
+            try:
+                together.append(chunker.chunk_for_node(node))
+            except Exception as exc:  # noqa: BLE001
+                together.append(exc)  # type: ignore[arg-type]
+    out: list[Prepared] = []
+    for chunks in together:
+        if isinstance(chunks, BaseException):
+            out.append(chunks)
+            continue
+        per_chunk = (
+            {c.chunk_id: line_units(c.text_content, c.source_refs, c.context_type) for c in chunks}
+            if lines
+            else {}
+        )
+        out.append((chunks, per_chunk))
+    return out
+
+
+def _prepare_here(nodes: list[ContextNode]) -> list[Prepared]:
+    return prepare(_WORKER["chunker"], nodes, _WORKER["lines"])
+
+
+class PrepPool:
+    """`processes` worker processes (spawned: safe beside CUDA) that prepare nodes."""
+
+    def __init__(self, model_name: str, chunking: ChunkingConfig, processes: int) -> None:
+        self.processes = processes
+        self._pool = ProcessPoolExecutor(
+            max_workers=processes,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start,
+            initargs=(model_name, chunking.model_dump_json()),
+        )
+
+    def prepare(self, nodes: Sequence[ContextNode]) -> list[Prepared]:
+        """`prepare` of every node, the nodes dealt to the workers in contiguous parts."""
+        items = list(nodes)
+        if not items:
+            return []
+        size = -(-len(items) // self.processes)
+        parts = [items[i : i + size] for i in range(0, len(items), size)]
+        futures = [self._pool.submit(_prepare_here, part) for part in parts]
+        return [done for f in futures for done in f.result()]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+_POOLS: dict[tuple[str, str, int, int], PrepPool] = {}  # one per process and settings
+
+
+def shared_pool(model_name: str, chunking: ChunkingConfig) -> PrepPool | None:
+    """The process's pool for these settings (None when `prep_processes` is 0): started once,
+    its workers kept for every batch (a spawned worker takes a second or two to start)."""
+    if chunking.prep_processes <= 0:
+        return None
+    key = (model_name, chunking.model_dump_json(), chunking.prep_processes, os.getpid())
+    pool = _POOLS.get(key)
+    if pool is None:
+        pool = _POOLS[key] = PrepPool(model_name, chunking, chunking.prep_processes)
+    return pool
+
+
+__all__ = ["PrepPool", "Prepared", "TokenizerFile", "prepare", "shared_pool"]

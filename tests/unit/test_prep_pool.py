@@ -1,0 +1,115 @@
+"""Chunking and line splitting in worker processes (`ChunkingConfig.prep_processes`): the same
+chunks and lines as in the embed worker's own thread. Real tokenizer file, no model, no torch."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctxpipe.core.config import ChunkingConfig
+from ctxpipe.core.enums import ContextType
+from ctxpipe.core.models import ContextNode
+from ctxpipe.fs import ContextFS, FSRelationStore
+from ctxpipe.index.chunker import DocumentChunker
+from ctxpipe.index.indexer import Indexer
+from ctxpipe.index.memory_replica import MemoryReplica
+from ctxpipe.index.prep_pool import PrepPool, TokenizerFile, prepare, shared_pool
+from ctxpipe.providers.embedder import PACKAGED_MODEL
+
+TURNS = [
+    "I adopted a puppy named Biscuit. He chews my shoes.",
+    "Congratulations! Try a bitter apple spray. It works on most puppies.",
+    "We fly to Lisbon in May. My sister Clara lives there.",
+]
+
+
+def nodes() -> list[ContextNode]:
+    out = []
+    for s in range(6):
+        ids = [f"m{i}" for i in range(1, 31)]
+        out.append(
+            ContextNode(
+                uri=f"ctx://acme/sessions/s{s}/archives/1",
+                abstract=f"Session {s}: a puppy, a trip.",
+                overview="Session archive",
+                content="\n".join(
+                    f"[{m}] user (Ann) on 8 May 2023: {TURNS[i % 3]} ({s}.{i})"
+                    for i, m in enumerate(ids)
+                ),
+                context_type=ContextType.SESSION,
+                category="archive",
+                source_refs=[f"s{s}:{m}" for m in ids],
+                metadata={"message_ids": ids},
+            )
+        )
+    out.append(ContextNode(uri="ctx://acme/users/ann/memories/events/x", abstract="", content=""))
+    return out
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[PrepPool]:
+    p = PrepPool(PACKAGED_MODEL, ChunkingConfig(), 2)
+    yield p
+    p.close()
+
+
+def test_workers_give_the_chunks_and_lines_of_the_embed_worker(pool: PrepPool) -> None:
+    tokens = TokenizerFile(PACKAGED_MODEL)
+    assert tokens.special_tokens == 2 and tokens.word_additive and tokens.max_seq_length == 256
+    here = prepare(DocumentChunker(tokens, ChunkingConfig()), nodes(), lines=True)
+    there = pool.prepare(nodes())
+    assert there == here
+    chunks, lines = there[0]  # type: ignore[misc]
+    assert len(chunks) > 3 and set(lines) == {c.chunk_id for c in chunks}
+    assert there[-1] == ([], {})  # a node with no text: no chunks
+
+
+class TokenizerHashEmbedder:
+    """The packaged model's tokenizer, vectors from a hash of the text."""
+
+    model_name = PACKAGED_MODEL
+    dimension = 8
+    pools_spans = False
+
+    def __init__(self) -> None:
+        self.tokens = TokenizerFile(PACKAGED_MODEL)
+        self.max_seq_length = self.tokens.max_seq_length
+        self.word_additive = True
+        self.count_tokens = self.tokens.count_tokens
+        self.count_many = self.tokens.count_many
+        self.token_starts = self.tokens.token_starts
+
+    def encode(self, texts: Sequence[str]) -> list[list[float]]:
+        out = []
+        for t in texts:
+            v = np.frombuffer(hashlib.sha256(t.encode()).digest()[:8], np.uint8) + 1.0
+            out.append((v / np.linalg.norm(v)).tolist())
+        return out
+
+    async def embed_texts(self, texts: Sequence[str]) -> list[object]:
+        raise NotImplementedError
+
+
+def test_an_indexer_with_prep_processes_writes_the_same_rows(tmp_path: Path) -> None:
+    rows = []
+    for processes in (0, 2):
+        fs = ContextFS(tmp_path / str(processes))
+        uris = [fs.write_node(n).uri for n in nodes()[:-1]]
+        replica = MemoryReplica(8)
+        config = ChunkingConfig(prep_processes=processes)
+        assert (shared_pool(PACKAGED_MODEL, config) is not None) == bool(processes)
+        indexer = Indexer(fs, FSRelationStore(fs), replica, TokenizerHashEmbedder(), config)
+        report = indexer.sync_nodes(uris)
+        assert not report.errors and len(report.indexed) == 6
+        rows.append(
+            sorted(
+                (c.chunk_id, c.text_content, tuple(k for k, _ in units))
+                for w in replica.nodes.values()
+                for c, units in zip(w.chunks, w.units, strict=True)
+            )
+        )
+    assert rows[0] == rows[1] and len(rows[0]) > 12

@@ -19,6 +19,7 @@ from typing import Any
 from ctxpipe.core.config import ChunkingConfig
 from ctxpipe.core.models import ChunkRecord, ContextNode
 from ctxpipe.index.chunker import DocumentChunker
+from ctxpipe.providers.token_reader import splits_words_first, token_counts, token_starts
 from ctxpipe.retrieval.unit_encoding import LineUnits, line_units
 
 Prepared = tuple[list[ChunkRecord], dict[str, list[LineUnits]]] | BaseException
@@ -35,22 +36,16 @@ class TokenizerFile:
         self.max_seq_length = SentenceTransformerEmbedder(model_name).max_seq_length
         processor = self._tok.post_processor
         self.special_tokens = int(processor.num_special_tokens_to_add(False)) if processor else 0
-        pre = type(self._tok.pre_tokenizer).__name__ if self._tok.pre_tokenizer else ""
-        self.word_additive = pre in ("BertPreTokenizer", "Whitespace", "WhitespaceSplit")
+        self.word_additive = splits_words_first(self._tok)
 
     def count_tokens(self, text: str) -> int:
         return len(self._tok.encode(text, add_special_tokens=False).ids) if text else 0
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        return [len(e.ids) for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+        return token_counts(self._tok, texts)
 
     def token_starts(self, texts: Sequence[str]) -> list[list[int]]:
-        out = []
-        for e in self._tok.encode_batch(list(texts), add_special_tokens=False):
-            starts = [a for a, _ in e.offsets]
-            starts.sort()
-            out.append(starts)
-        return out
+        return token_starts(self._tok, texts)
 
 
 _WORKER: dict[str, Any] = {}  # in a worker process: its chunker and whether lines are wanted

@@ -22,7 +22,7 @@ import numpy as np
 
 from ctxpipe.core.errors import EmbeddingError
 from ctxpipe.providers.base import EmbeddingVector, Span
-from ctxpipe.providers.token_reader import Precision, TokenReader
+from ctxpipe.providers.token_reader import Precision, TokenReader, token_counts, token_starts
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -313,25 +313,17 @@ class SentenceTransformerEmbedder:
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         """`count_tokens` of each text, in one batched call of the fast tokenizer."""
-        encodings = self._reader().plain.encode_batch(list(texts), add_special_tokens=False)
-        return [len(e.ids) for e in encodings]
+        return token_counts(self._reader().plain, texts)
 
     @property
     def word_additive(self) -> bool:
-        """Whether the tokenizer splits at spaces and punctuation before it splits words, so
-        that a span of a text cut between words holds exactly the text's tokens inside it."""
+        """Whether a span of a text cut between words holds exactly the text's tokens inside
+        it (the tokenizer splits at spaces and punctuation first)."""
         return bool(self._reader().word_additive)
 
     def token_starts(self, texts: Sequence[str]) -> list[list[int]]:
-        """Where each token of each text starts (character offsets, in order; no special
-        tokens, no truncation), in one batched call: what the chunker cuts by."""
-        encodings = self._reader().plain.encode_batch(list(texts), add_special_tokens=False)
-        out = []
-        for e in encodings:
-            starts = [a for a, _ in e.offsets]
-            starts.sort()  # in order already (timsort checks that in one pass): bisect needs it
-            out.append(starts)
-        return out
+        """Where each token of each text starts (no special tokens, no truncation)."""
+        return token_starts(self._reader().plain, texts)
 
 
 def normalised(vector: Any) -> Any:

@@ -34,6 +34,30 @@ if TYPE_CHECKING:
 Precision = Literal["float32", "float16", "bfloat16"]
 
 
+def token_counts(tokenizer: Any, texts: Sequence[str]) -> list[int]:
+    """Tokens of each text (no special tokens), in one batched call of a `tokenizers.Tokenizer`
+    without truncation."""
+    return [len(e.ids) for e in tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
+
+def token_starts(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
+    """Where each token of each text starts (character offsets, in order), in one batched
+    call: what the chunker cuts by."""
+    out = []
+    for e in tokenizer.encode_batch(list(texts), add_special_tokens=False):
+        starts = [a for a, _ in e.offsets]
+        starts.sort()  # in order already (timsort checks that in one pass): bisect needs it
+        out.append(starts)
+    return out
+
+
+def splits_words_first(tokenizer: Any) -> bool:
+    """Whether the tokenizer splits at spaces and punctuation before it splits words, so that
+    a span of a text cut between words holds exactly the text's tokens inside it."""
+    pre = type(tokenizer.pre_tokenizer).__name__ if tokenizer.pre_tokenizer else ""
+    return pre in ("BertPreTokenizer", "Whitespace", "WhitespaceSplit")
+
+
 def token_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
     """Indices of texts of these token lengths, longest first, in batches whose padded size
     (texts × longest) stays within `batch_tokens` (a text longer than that is a batch alone);
@@ -90,10 +114,7 @@ class TokenReader:
         self.plain = Tokenizer.from_str(hf.backend_tokenizer.to_str())  # counts: whole texts
         self.plain.no_padding()
         self.plain.no_truncation()
-        # words are tokenized alone (split at spaces and punctuation first): the tokens of a
-        # span cut between words are the whole text's tokens inside it
-        pre = type(self.plain.pre_tokenizer).__name__ if self.plain.pre_tokenizer else ""
-        self.word_additive = pre in ("BertPreTokenizer", "Whitespace", "WhitespaceSplit")
+        self.word_additive = splits_words_first(self.plain)
         self.inputs = [n for n in hf.model_input_names if n in ("token_type_ids", "attention_mask")]
         self.pad_id = int(hf.pad_token_id or 0)
         self.cuda = self.device.type == "cuda"
@@ -243,4 +264,13 @@ def _add(timings: dict[str, float], key: str, started: float) -> None:
     timings[key] = timings.get(key, 0.0) + time.perf_counter() - started
 
 
-__all__ = ["Precision", "TokenReader", "span_mask", "span_ranges", "token_batches"]
+__all__ = [
+    "Precision",
+    "TokenReader",
+    "span_mask",
+    "span_ranges",
+    "splits_words_first",
+    "token_batches",
+    "token_counts",
+    "token_starts",
+]

@@ -1,7 +1,10 @@
 """ctxpipe.index: the index replica (PostgreSQL + pgvector) kept in step with the ContextFS.
 
 chunker       DocumentChunker: L0/L1/L2 → token-bounded chunks with their source message ids
+span_splitter a text → chunk spans of at most N tokens, measured by token offsets
+prep_pool     PrepPool: chunking and line splitting of a batch in spawned processes
 replica       ReplicaStore: the replica's SQL (set-based upserts, binary COPY of chunks)
+memory_replica MemoryReplica: the same rows in memory (benches without PostgreSQL, tests)
 indexer       Indexer: converge the replica rows of some URIs to the FS (one transaction)
 worker        IndexWorker: claim → group → index → mark; IndexBatchResult
 repair        RepairJob: FS vs replica → events for missing / stale / orphaned rows

@@ -157,7 +157,8 @@ class DocumentChunker:
         starts = getattr(embedder, "token_starts", None)
         counts = getattr(embedder, "count_many", None)
         self._starts: Callable[[list[str]], list[list[int]]] | None = starts
-        self._embedder = embedder
+        # offsets give exact counts of a span cut between words (see `_split_all`)
+        self._exact = starts is not None and bool(getattr(embedder, "word_additive", False))
         self._count_many: Callable[[list[str]], list[int]] = counts or (
             lambda texts: [self._count(t) for t in texts]
         )
@@ -175,7 +176,6 @@ class DocumentChunker:
         `limit` tokens each: the boundaries from one batched tokenization, then every chunk
         counted in one more."""
         starts = self._starts(texts) if self._starts is not None else None
-        exact = starts is not None and bool(getattr(self._embedder, "word_additive", False))
         overlap = min(self.overlap_tokens, limit // 2)
         known: list[tuple[int, int, int, int]] = []  # (text, start, end, tokens)
         recount: list[tuple[int, int, int]] = []
@@ -186,7 +186,7 @@ class DocumentChunker:
                 offsets_measure(starts[i]) if starts is not None else _counting(text, self._count)
             )
             for a, b in split_spans(text, limit, overlap, measure):
-                if exact and between_words(text, a, b):
+                if self._exact and between_words(text, a, b):
                     known.append((i, a, b, measure(a, b)))
                 else:
                     recount.append((i, a, b))

@@ -5,7 +5,7 @@ For each URI: the node is read from the FS (the truth). Present → chunked, emb
 unless the replica already holds this version with this content; a replica row of a *newer*
 version is never overwritten by an older one (refused) unless the caller forces that URI.
 Absent → its replica rows (node, chunks, outgoing edges) are deleted. The texts of the whole
-batch are embedded together in batches of the embedder's batch size, and every row of the batch
+batch are embedded together (the embedder batches them by length), and every row of the batch
 is written in one transaction (`ReplicaStore.write`).
 
 Unit vectors: every line and sentence `find` ranks inside a chunk (`unit_texts`) is embedded
@@ -63,20 +63,6 @@ class SyncReport:
 
     def add_time(self, key: str, started: float) -> None:
         self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - started
-
-
-@dataclass
-class _HostBatch:
-    """A part of a batch as the host leaves it for the model (`Indexer._host_stage`)."""
-
-    chunked: list[tuple[ContextNode, list[ChunkRecord]]]
-    texts: list[str]  # chunk texts to encode whole
-    lines: dict[str, list[LineUnits]]  # by chunk id
-    units: dict[str, list[str]]  # by chunk id
-    keys: dict[str, str]  # unit text -> unit key
-    stale: list[str]  # chunk ids with a unit not embedded yet
-    by_key: dict[str, Any]  # stored unit vectors by key
-    reuse: dict[str, Any]  # stored chunk vectors by text
 
 
 def decide(node: ContextNode, state: NodeState | None, rewrite: bool, replace: bool) -> str:
@@ -221,18 +207,8 @@ class Indexer:
         reuse: dict[str, Any],
         unit_reuse: dict[str, Any] | None = None,
     ) -> list[NodeWrite]:
-        """Chunk every node, then embed all new texts of the batch (chunks and units)
-        together."""
-        return self._device_stage(self._host_stage(nodes, report, reuse, unit_reuse), report)
-
-    def _host_stage(
-        self,
-        nodes: list[ContextNode],
-        report: SyncReport,
-        reuse: dict[str, Any],
-        unit_reuse: dict[str, Any] | None,
-    ) -> _HostBatch:
-        """What the host prepares before the model reads: chunks, lines, the texts to encode."""
+        """Chunk every node and find its lines (in the prep processes when there are some),
+        then embed all new texts of the batch (chunks and units) together."""
         started = time.perf_counter()
         pool = shared_pool(self.model_name, self._chunking)
         done = (
@@ -246,11 +222,11 @@ class Indexer:
             if isinstance(result, BaseException):
                 report.errors[node.uri] = result
                 continue
-            chunks, per_chunk = result
+            chunks, lines_of_chunks = result
             for c in chunks:
                 c.metadata["model"] = self.model_name
             chunked.append((node, chunks))
-            lines.update(per_chunk)
+            lines.update(lines_of_chunks)
         report.add_time("chunk", started)
         started = time.perf_counter()
         texts = list(
@@ -280,24 +256,17 @@ class Indexer:
             if not all(known(u) for line in per_chunk for u in line.texts)
         ]
         report.add_time("units", started)
-        return _HostBatch(chunked, texts, lines, units, keys, stale, by_key, reuse)
-
-    def _device_stage(self, host: _HostBatch, report: SyncReport) -> list[NodeWrite]:
-        """The model reads the batch's new texts; every chunk gets its rows."""
         started = time.perf_counter()
-        lines, units, keys, stale, by_key, reuse = (
-            host.lines, host.units, host.keys, host.stale, host.by_key, host.reuse
-        )  # fmt: skip
         context = self._chunking.unit_context
         fresh, vectors = encode_units(
-            self.embedder, [lines[cid] for cid in stale], context=context, texts=host.texts
+            self.embedder, [lines[cid] for cid in stale], context=context, texts=texts
         )
         by_chunk = dict(zip(stale, fresh, strict=True))  # a unit's vector in its chunk
-        report.embedded += len(host.texts)
+        report.embedded += len(texts)
         report.units_embedded += len({u for cid in stale for u in units[cid]})
         report.add_time("embed", started)
         writes = []
-        for node, chunks in host.chunked:
+        for node, chunks in chunked:
             per_chunk: list[list[tuple[str, Any]]] = []
             for c in chunks:
                 row = []

@@ -24,7 +24,6 @@ class MemoryReplica:
     dimension: int
     nodes: dict[str, NodeWrite] = field(default_factory=dict)
     edges: dict[str, list[RelationEdge]] = field(default_factory=dict)
-    writes: int = 0  # transactions (calls of `write`)
 
     def check_dimension(self, model_name: str, model_dim: int) -> int:
         if model_dim != self.dimension:
@@ -85,7 +84,6 @@ class MemoryReplica:
     ) -> tuple[set[str], set[str]]:
         """`ReplicaStore.write`'s rule: a row is replaced by a newer version, by the same one
         when its content differs or with `rewrite`, by an older one only when in `replace`."""
-        self.writes += 1
         back = set(replace)
         written: set[str] = set()
         for w in writes:

@@ -60,15 +60,16 @@ def _start(model_name: str, chunking: str) -> None:
 
 def prepare(chunker: DocumentChunker, nodes: Sequence[ContextNode], lines: bool) -> list[Prepared]:
     """Each node's chunks and the lines of each chunk (by chunk id), or the node's error."""
+    together: list[list[ChunkRecord] | BaseException]
     try:
-        together = chunker.chunk_nodes(nodes)
+        together = list(chunker.chunk_nodes(nodes))
     except Exception:  # noqa: BLE001 - one node at a time, to tell which one failed
         together = []
         for node in nodes:
             try:
                 together.append(chunker.chunk_for_node(node))
             except Exception as exc:  # noqa: BLE001
-                together.append(exc)  # type: ignore[arg-type]
+                together.append(exc)
     out: list[Prepared] = []
     for chunks in together:
         if isinstance(chunks, BaseException):

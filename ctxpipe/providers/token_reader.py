@@ -235,9 +235,9 @@ class _Timer:
     def __init__(self, cuda: bool) -> None:
         self.cuda = cuda
         self.marks: list[Any] = []
-        self._mark()
+        self.mark()
 
-    def _mark(self) -> None:
+    def mark(self) -> None:
         if self.cuda:
             import torch
 
@@ -246,9 +246,6 @@ class _Timer:
             self.marks.append(event)
         else:
             self.marks.append(time.perf_counter())
-
-    def mark(self) -> None:
-        self._mark()
 
     def add_to(self, timings: dict[str, float]) -> None:
         if self.cuda:

@@ -1,16 +1,20 @@
-"""Fixtures for unit tests that need no servers: a ContextFS on a temporary root."""
+"""Fixtures for unit tests that need no servers: a ContextFS on a temporary root, a fake
+embedding model."""
 
 from __future__ import annotations
 
+import hashlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from ctxpipe.core.models import ContextNode
 from ctxpipe.fs import ContextFS
+from ctxpipe.providers.base import EmbeddingVector
 
 HEAVY = ("torch", "sentence_transformers")
 
@@ -43,6 +47,46 @@ def make_node() -> Callable[..., ContextNode]:
         return ContextNode(**data)
 
     return factory
+
+
+class HashEmbedder:
+    """An `Embedder` without a model: unit-length vectors from a hash of the text. Its tokens
+    are words, or, given `tokens` (a `prep_pool.TokenizerFile`), a real tokenizer's, offered
+    as the real embedder offers them to the chunker (offsets and counts in batches)."""
+
+    dimension = 8
+    pools_spans = False
+
+    def __init__(self, model_name: str = "hash-8", tokens: Any = None) -> None:
+        self.model_name = model_name
+        self.read: list[str] = []
+        self.max_seq_length = 64 if tokens is None else int(tokens.max_seq_length)
+        if tokens is not None:
+            self.count_tokens = tokens.count_tokens
+            self.count_many = tokens.count_many
+            self.token_starts = tokens.token_starts
+            self.word_additive = tokens.word_additive
+
+    def encode(self, texts: Sequence[str]) -> list[list[float]]:
+        self.read.extend(texts)
+        out = []
+        for t in texts:
+            raw = np.frombuffer(hashlib.sha256(t.encode()).digest()[:8], dtype=np.uint8)
+            v = raw.astype(np.float32) + 1.0
+            out.append((v / np.linalg.norm(v)).tolist())
+        return out
+
+    async def embed_texts(self, texts: Sequence[str]) -> list[EmbeddingVector]:
+        return [EmbeddingVector(dense_vector=v, model=self.model_name) for v in self.encode(texts)]
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+@pytest.fixture
+def hash_embedder() -> type[HashEmbedder]:
+    """The `HashEmbedder` class (see there)."""
+    return HashEmbedder
 
 
 @pytest.fixture(autouse=True)

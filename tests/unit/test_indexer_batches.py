@@ -3,9 +3,8 @@ No servers, no model."""
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -17,34 +16,10 @@ from ctxpipe.index.indexer import Indexer
 from ctxpipe.index.memory_replica import MemoryReplica
 from ctxpipe.index.replica import NodeWrite
 
+if TYPE_CHECKING:  # the fake model of tests/unit/conftest.py
+    from conftest import HashEmbedder
+
 SUMMARY = "Ann adopted a puppy named Biscuit and plans a trip to Lisbon."
-
-
-class HashEmbedder:
-    """Vectors from a hash of the text (unit length); tokens are words."""
-
-    model_name = "hash-8"
-    dimension = 8
-    max_seq_length = 64
-    pools_spans = False
-
-    def __init__(self) -> None:
-        self.read: list[str] = []
-
-    def encode(self, texts: Sequence[str]) -> list[list[float]]:
-        self.read.extend(texts)
-        out = []
-        for t in texts:
-            raw = np.frombuffer(hashlib.sha256(t.encode()).digest()[:8], dtype=np.uint8)
-            v = raw.astype(np.float32) + 1.0
-            out.append((v / np.linalg.norm(v)).tolist())
-        return out
-
-    async def embed_texts(self, texts: Sequence[str]) -> list[object]:
-        raise NotImplementedError
-
-    def count_tokens(self, text: str) -> int:
-        return len(text.split())
 
 
 @pytest.fixture
@@ -81,12 +56,14 @@ def memory(fs: ContextFS, abstract: str) -> ContextNode:
     )
 
 
-def test_a_batch_with_one_text_in_a_chunk_with_units_and_one_without(fs: ContextFS) -> None:
+def test_a_batch_with_one_text_in_a_chunk_with_units_and_one_without(
+    fs: ContextFS, hash_embedder: type[HashEmbedder]
+) -> None:
     """An archive's summary chunk (no units: it cites no turn) with the same text as a memory's
     chunk (whose vector is its units' mean): both get a vector, the batch is written whole."""
     nodes = [archive(fs, SUMMARY), memory(fs, SUMMARY)]
-    replica = MemoryReplica(HashEmbedder.dimension)
-    indexer = Indexer(fs, FSRelationStore(fs), replica, HashEmbedder())
+    replica = MemoryReplica(hash_embedder.dimension)
+    indexer = Indexer(fs, FSRelationStore(fs), replica, hash_embedder())
     report = indexer.sync_nodes([n.uri for n in nodes])
     assert not report.errors
     assert sorted(report.indexed) == sorted(n.uri for n in nodes)
@@ -103,10 +80,12 @@ def test_a_batch_with_one_text_in_a_chunk_with_units_and_one_without(fs: Context
     assert len(summary) == 2
 
 
-def test_the_replica_never_goes_back_a_version(fs: ContextFS) -> None:
+def test_the_replica_never_goes_back_a_version(
+    fs: ContextFS, hash_embedder: type[HashEmbedder]
+) -> None:
     node = memory(fs, SUMMARY)
-    replica = MemoryReplica(HashEmbedder.dimension)
-    indexer = Indexer(fs, FSRelationStore(fs), replica, HashEmbedder())
+    replica = MemoryReplica(hash_embedder.dimension)
+    indexer = Indexer(fs, FSRelationStore(fs), replica, hash_embedder())
     indexer.sync_nodes([node.uri])
     newer = fs.write_node(node.model_copy(update={"abstract": "Ann named the puppy Biscuit."}))
     assert newer.version > node.version

@@ -3,11 +3,10 @@ chunks and lines as in the embed worker's own thread. Real tokenizer file, no mo
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import pytest
 
 from ctxpipe.core.config import ChunkingConfig
@@ -19,6 +18,9 @@ from ctxpipe.index.indexer import Indexer
 from ctxpipe.index.memory_replica import MemoryReplica
 from ctxpipe.index.prep_pool import PrepPool, TokenizerFile, prepare, shared_pool
 from ctxpipe.providers.embedder import PACKAGED_MODEL
+
+if TYPE_CHECKING:  # the fake model of tests/unit/conftest.py
+    from conftest import HashEmbedder
 
 TURNS = [
     "I adopted a puppy named Biscuit. He chews my shoes.",
@@ -68,33 +70,10 @@ def test_workers_give_the_chunks_and_lines_of_the_embed_worker(pool: PrepPool) -
     assert there[-1] == ([], {})  # a node with no text: no chunks
 
 
-class TokenizerHashEmbedder:
-    """The packaged model's tokenizer, vectors from a hash of the text."""
-
-    model_name = PACKAGED_MODEL
-    dimension = 8
-    pools_spans = False
-
-    def __init__(self) -> None:
-        self.tokens = TokenizerFile(PACKAGED_MODEL)
-        self.max_seq_length = self.tokens.max_seq_length
-        self.word_additive = True
-        self.count_tokens = self.tokens.count_tokens
-        self.count_many = self.tokens.count_many
-        self.token_starts = self.tokens.token_starts
-
-    def encode(self, texts: Sequence[str]) -> list[list[float]]:
-        out = []
-        for t in texts:
-            v = np.frombuffer(hashlib.sha256(t.encode()).digest()[:8], np.uint8) + 1.0
-            out.append((v / np.linalg.norm(v)).tolist())
-        return out
-
-    async def embed_texts(self, texts: Sequence[str]) -> list[object]:
-        raise NotImplementedError
-
-
-def test_an_indexer_with_prep_processes_writes_the_same_rows(tmp_path: Path) -> None:
+def test_an_indexer_with_prep_processes_writes_the_same_rows(
+    tmp_path: Path, hash_embedder: type[HashEmbedder]
+) -> None:
+    tokens = TokenizerFile(PACKAGED_MODEL)
     rows = []
     for processes in (0, 2):
         fs = ContextFS(tmp_path / str(processes))
@@ -102,7 +81,8 @@ def test_an_indexer_with_prep_processes_writes_the_same_rows(tmp_path: Path) -> 
         replica = MemoryReplica(8)
         config = ChunkingConfig(prep_processes=processes)
         assert (shared_pool(PACKAGED_MODEL, config) is not None) == bool(processes)
-        indexer = Indexer(fs, FSRelationStore(fs), replica, TokenizerHashEmbedder(), config)
+        embedder = hash_embedder(PACKAGED_MODEL, tokens)
+        indexer = Indexer(fs, FSRelationStore(fs), replica, embedder, config)
         report = indexer.sync_nodes(uris)
         assert not report.errors and len(report.indexed) == 6
         rows.append(

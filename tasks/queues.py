@@ -1,11 +1,11 @@
-"""Queues and routes. Task names are stable: producers may `send_task` them by name."""
+"""Queues and routes. Task names are stable: producers may `send_task` them by name. The queue
+names themselves live in `ctxpipe.core.queues` (no Celery there: `ctxpipe status` reads them)."""
 
 from __future__ import annotations
 
 from kombu import Queue
 
-COMMIT, EXTRACT, EMBED, MAINTENANCE = "commit", "extract", "embed", "maintenance"
-QUEUES = (COMMIT, EXTRACT, EMBED, MAINTENANCE)
+from ctxpipe.core.queues import COMMIT, EMBED, EXTRACT, MAINTENANCE, QUEUES
 
 SUBMIT = "ctxpipe.commit.submit"
 START = "ctxpipe.commit.start"

@@ -87,7 +87,7 @@ def openapi_document() -> dict[str, Any]:
 
 def pipeline_collector(settings: Settings, service: ContextEngineService) -> PipelineCollector:
     """The scrape-time readings of the ledger, the outbox and the broker."""
-    from ctxpipe.index.status import DEFAULT_QUEUES
+    from ctxpipe.core.queues import QUEUES
     from ctxpipe.storage.broker_queues import queue_depths
     from ctxpipe.storage.commit_ledger import CommitLedger
 
@@ -104,7 +104,7 @@ def pipeline_collector(settings: Settings, service: ContextEngineService) -> Pip
         lambda: runtime.outbox.oldest_pending_age_s(),
         backlog=backlog,
         llm_cost=ledger.llm_cost,
-        queue_depths=lambda: queue_depths(settings.redis_url, DEFAULT_QUEUES),
+        queue_depths=lambda: queue_depths(settings.redis_url, QUEUES),
     )
 
 

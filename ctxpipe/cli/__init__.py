@@ -14,6 +14,7 @@ _COMMAND_MODULES = (
     "dev_cmds",
     "demo_cmds",
     "index_cmds",
+    "status_cmds",
     "retrieval_cmds",
     "maintenance_cmds",
     "api_cmds",

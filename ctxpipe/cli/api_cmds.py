@@ -1,7 +1,7 @@
 """`ctxpipe serve` (the HTTP API), `ctxpipe keys create|list|revoke`, `ctxpipe mcp`.
 
 This module is the API's composition root: commits submitted through the API are enqueued on
-Celery (the CeleryDispatcher, imported lazily like the other CLI commands do)."""
+Celery (`services.build_service`, like every command that enqueues commits)."""
 
 from __future__ import annotations
 
@@ -15,20 +15,11 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from ctxpipe.cli import services
 from ctxpipe.cli.app import app, console, emit_json, fail, handle_errors, settings
 from ctxpipe.core.config import Settings
 
 log = logging.getLogger("ctxpipe.api")
-
-
-def celery_service(cfg: Settings) -> Any:
-    """A service whose commits go through Celery (reads run in this process)."""
-    from ctxpipe.runtime import Runtime
-    from ctxpipe.service import ContextEngineService
-    from tasks.dispatcher import CeleryDispatcher
-
-    runtime = Runtime(cfg)
-    return ContextEngineService(runtime, CeleryDispatcher(cfg, runtime.db))
 
 
 def warm(service: Any) -> None:
@@ -61,7 +52,7 @@ def app_factory() -> Any:
 
     cfg = settings()
     _one_torch_thread()
-    service = celery_service(cfg)
+    service = services.build_service(cfg, commits="celery")  # reads run in this process
     warm(service)
     return create_app(cfg, service)
 
@@ -101,13 +92,9 @@ app.add_typer(keys_app, name="keys")
 @contextmanager
 def _store(cfg: Settings) -> Iterator[Any]:
     from ctxpipe.api.keys import KeyStore
-    from ctxpipe.storage.db import Database
 
-    db = Database.from_settings(cfg)
-    try:
+    with services.database(cfg) as db:
         yield KeyStore(db, schema=cfg.db_schema, cache_s=0)
-    finally:
-        db.close()
 
 
 @keys_app.command("create")

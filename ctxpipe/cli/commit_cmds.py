@@ -8,13 +8,13 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from ctxpipe.cli import services
 from ctxpipe.cli.app import app, console, emit_json, err_console, fail, handle_errors, settings
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.enums import MemoryCategory
 from ctxpipe.core.errors import BacklogFullError, CommitError
 from ctxpipe.core.models import CommitOptions, CommitResult
 from ctxpipe.core.session import SessionInput
-from ctxpipe.runtime import Runtime
 from ctxpipe.service import ContextEngineService
 
 EXIT_TRY_LATER = 75  # sysexits EX_TEMPFAIL: the commit backlog is full, submit again later
@@ -67,19 +67,15 @@ def print_result(result: CommitResult) -> None:
 
 
 def _service(inline: bool) -> ContextEngineService:
-    cfg = settings()
-    runtime = Runtime(cfg)
-    if inline:
-        if not runtime.database_reachable():
-            err_console.print(
-                "[yellow]warning:[/] PostgreSQL is not reachable: committing without dedup "
-                "prefilter and outbox (`ctxpipe repair` re-indexes later)"
-            )
-            runtime.use_database = False
-        return ContextEngineService(runtime)
-    from tasks.dispatcher import CeleryDispatcher  # the CLI is the composition root
-
-    return ContextEngineService(runtime, CeleryDispatcher(cfg, runtime.db))
+    """In process (without PostgreSQL when it cannot be reached), or through Celery."""
+    commits: services.Commits = "in-process" if inline else "celery"
+    service = services.build_service(commits=commits, optional_database=inline)
+    if not service.runtime.use_database:
+        err_console.print(
+            "[yellow]warning:[/] PostgreSQL is not reachable: committing without dedup "
+            "prefilter and outbox (`ctxpipe repair` re-indexes later)"
+        )
+    return service
 
 
 @app.command("commit")
@@ -163,14 +159,10 @@ def commits_show(
 
     Admin read (no tenancy): it sees every account and takes no --account/--user."""
     from ctxpipe.storage.commit_ledger import CommitLedger
-    from ctxpipe.storage.db import Database
 
     cfg = settings()
-    db = Database.from_settings(cfg)
-    try:
+    with services.database(cfg) as db:
         row = CommitLedger(db, schema=cfg.db_schema).get(commit_id)
-    finally:
-        db.close()
     if row is None:
         fail(f"no such commit: {commit_id}")
     assert row is not None
@@ -208,14 +200,10 @@ def commits_list(
 
     Admin read (no tenancy): it sees every account and takes no --account/--user."""
     from ctxpipe.storage.commit_ledger import CommitLedger
-    from ctxpipe.storage.db import Database
 
     cfg = settings()
-    db = Database.from_settings(cfg)
-    try:
+    with services.database(cfg) as db:
         rows = CommitLedger(db, schema=cfg.db_schema).recent(limit)
-    finally:
-        db.close()
     if as_json:
         emit_json(rows)
         return

@@ -15,6 +15,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ctxpipe.cli import services
 from ctxpipe.cli.app import app, console, fail, handle_errors, settings
 from ctxpipe.cli.commit_cmds import load_session
 from ctxpipe.commit.payloads import CommitRequest
@@ -173,21 +174,14 @@ def demo_cmd(
 ) -> None:
     """Commit sample sessions through the running dev stack, then show the memory tree."""
     from ctxpipe.cli.fs_cmds import tree_cmd
-    from ctxpipe.runtime import Runtime
-    from ctxpipe.service import ContextEngineService
-    from tasks.dispatcher import CeleryDispatcher
 
     cfg = settings()
     paths = example_files(files)
     sessions = {p: load_session(p) for p in paths}  # validate every file before submitting
     check_stack(cfg)
-    runtime = Runtime(cfg)
-    service = ContextEngineService(runtime, CeleryDispatcher(cfg, db=runtime.db))
-    try:
+    with services.service(cfg, commits="celery") as service:
         console.print(f"committing {len(sessions)} session(s) through Celery", highlight=False)
         ids, views = run_commits(service, sessions, timeout)
-    finally:
-        service.close()
     console.print(results_table(ids, views))
 
     for cid, path in ids.items():

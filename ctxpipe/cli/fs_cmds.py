@@ -13,17 +13,13 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from ctxpipe.cli.app import app, console, emit_json, handle_errors, settings
+from ctxpipe.cli import services
+from ctxpipe.cli.app import app, console, emit_json, handle_errors
 from ctxpipe.core.models import NodeSummary
-from ctxpipe.fs import ContextFS
 from ctxpipe.fs.listing import first_line
 
 UriArg = Annotated[str, typer.Argument(help="a ctx:// URI, e.g. ctx://acme/users/u1/")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of text")]
-
-
-def _fs() -> ContextFS:
-    return ContextFS.from_settings(settings())
 
 
 def _label(name: str, is_dir: bool, version: int, abstract: str) -> Text:
@@ -41,7 +37,7 @@ def ls_cmd(uri: UriArg, as_json: JsonOpt = False) -> None:
     """List the children of a directory (hidden node files are not shown).
 
     Admin read (no tenancy): it sees every account and takes no --account/--user."""
-    children = _fs().list_children(uri)
+    children = services.open_fs().list_children(uri)
     if as_json:
         emit_json(children)
         return
@@ -72,7 +68,7 @@ def cat_cmd(
     """Print one level of a node (default L2 content); --json prints the whole node.
 
     Admin read (no tenancy): it sees every account and takes no --account/--user."""
-    fs = _fs()
+    fs = services.open_fs()
     if as_json:
         emit_json(fs.read_node(uri))
         return
@@ -86,7 +82,7 @@ def stat_cmd(uri: UriArg, as_json: JsonOpt = False) -> None:
     """Show version, size, content hash and timestamps of a node.
 
     Admin read (no tenancy): it sees every account and takes no --account/--user."""
-    st = _fs().stat_node(uri)
+    st = services.open_fs().stat_node(uri)
     if as_json:
         emit_json(st)
         return
@@ -121,7 +117,7 @@ def tree_cmd(
     """Show the tree below a URI: name, version and L0 line of every node.
 
     Admin read (no tenancy): it sees every account and takes no --account/--user."""
-    fs = _fs()
+    fs = services.open_fs()
     base = fs.parse(uri)
     children = fs.list_children(base, depth=depth)
     if as_json:
@@ -152,7 +148,7 @@ def history_cmd(
     the change itself as a unified diff per level.
 
     Admin read (no tenancy): it sees every account and takes no --account/--user."""
-    entries = _fs().history(uri)
+    entries = services.open_fs().history(uri)
     if version is not None:
         entries = [e for e in entries if e.version == version]
         if not entries:

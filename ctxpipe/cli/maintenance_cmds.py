@@ -8,8 +8,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ctxpipe.cli.app import app, console, emit_json, fail, handle_errors, settings
-from ctxpipe.runtime import Runtime
+from ctxpipe.cli import services
+from ctxpipe.cli.app import app, console, emit_json, fail, handle_errors
 
 
 @app.command("forget")
@@ -26,9 +26,7 @@ def forget_cmd(
     default, so nothing goes."""
     from ctxpipe.maintenance.wiring import make_forgetter
 
-    rt = Runtime(settings())
-    rt.use_database = rt.database_reachable()
-    try:
+    with services.runtime(optional_database=True) as rt:
         forgetter = make_forgetter(rt)
         doomed = forgetter.plan()
         if not dry_run and doomed and not yes:
@@ -40,8 +38,6 @@ def forget_cmd(
             if dry_run
             else forgetter.run()
         )
-    finally:
-        rt.close()
     if as_json:
         emit_json(result)
         return
@@ -81,12 +77,8 @@ def users_delete(
         typer.confirm(
             f"erase user {user!r} of account {account!r}? This cannot be undone", abort=True
         )
-    rt = Runtime(settings())
-    rt.use_database = rt.database_reachable()
-    try:
+    with services.runtime(optional_database=True) as rt:
         report = make_eraser(rt).erase(account, user, dry_run=dry_run)
-    finally:
-        rt.close()
     if as_json:
         emit_json(report)
         return

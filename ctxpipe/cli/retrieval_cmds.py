@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from ctxpipe.cli.app import app, console, emit_json, handle_errors, settings
+from ctxpipe.cli import services
+from ctxpipe.cli.app import app, console, emit_json, handle_errors
 from ctxpipe.cli.identity import AccountOpt, AgentOpt, SessionOpt, UserOpt, request_context
 from ctxpipe.core.session import Message
 from ctxpipe.core.validity import parse_as_of
@@ -43,17 +44,6 @@ TypeOpt = Annotated[
     list[str] | None,
     typer.Option("--type", "-t", help="context type: memory, session, resource, skill"),
 ]
-
-
-def _service() -> Any:
-    from ctxpipe.runtime import Runtime
-    from ctxpipe.service import ContextEngineService
-
-    return ContextEngineService(Runtime(settings()))
-
-
-def _close(svc: Any) -> None:
-    svc.close()  # flushes the recall statistics recorded in the background
 
 
 def _refs(refs: list[str], limit: int = 4) -> str:
@@ -108,8 +98,7 @@ def find_cmd(
 ) -> None:
     """Hybrid find (vector + full text, fused), grouped by context type."""
     ctx = request_context(account, user, agent, session, scope or [])
-    svc = _service()
-    try:
+    with services.service() as svc:
         res = svc.find(
             query,
             ctx,
@@ -122,8 +111,6 @@ def find_cmd(
             budget_tokens=budget,
             as_of=parse_as_of(as_of),
         )
-    finally:
-        _close(svc)
     if as_json:
         emit_json(res)
         return
@@ -155,11 +142,8 @@ def search_cmd(
 ) -> None:
     """Intent analysis into typed queries, then hierarchical retrieval for each."""
     ctx = request_context(account, user, agent, session, scope or [])
-    svc = _service()
-    try:
+    with services.service() as svc:
         res = svc.search(query, ctx, scopes=scope, as_of=parse_as_of(as_of))
-    finally:
-        _close(svc)
     if as_json:
         emit_json(res)
         return
@@ -215,8 +199,7 @@ def context_cmd(
 ) -> None:
     """Build a token-budgeted context (incremental across calls of the same session)."""
     ctx = request_context(account, user, agent, session)
-    svc = _service()
-    try:
+    with services.service() as svc:
         res = svc.build_context(
             query,
             ctx,
@@ -227,8 +210,6 @@ def context_cmd(
             incremental=not full,
             as_of=parse_as_of(as_of),
         )
-    finally:
-        _close(svc)
     if as_json:
         emit_json(res)
         return
@@ -270,11 +251,8 @@ def read_cmd(
 ) -> None:
     """Read one level of a node the request may see."""
     ctx = request_context(account, user, agent, session, [uri])
-    svc = _service()
-    try:
+    with services.service() as svc:
         text = svc.read(uri, ctx, level)
-    finally:
-        _close(svc)
     if as_json:
         emit_json({"uri": uri, "level": level, "text": text})
         return
@@ -303,14 +281,11 @@ def relations_cmd(
     """The relations of a node (edges to data the request may not see are left out); with
     --depth N, every node within N hops, nearest first."""
     ctx = request_context(account, user, agent, session, [uri])
-    svc = _service()
-    try:
+    with services.service() as svc:
         if depth is not None:
             found = svc.graph(uri, ctx, depth)
         else:
             edges = svc.relations(uri, ctx)
-    finally:
-        _close(svc)
     if depth is not None:
         if as_json:
             emit_json(found)
@@ -352,11 +327,8 @@ def tags_cmd(
     """Tags in use in what the request may see (its user's and agent's memories), most used
     first; `find --tag T` narrows a search to nodes carrying T."""
     ctx = request_context(account, user, agent, session)
-    svc = _service()
-    try:
+    with services.service() as svc:
         tags = svc.find_tags(ctx, prefix, limit)
-    finally:
-        _close(svc)
     if as_json:
         emit_json(tags)
         return

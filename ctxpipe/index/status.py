@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ctxpipe.core.config import Settings
+from ctxpipe.core.queues import QUEUES
 from ctxpipe.fs import ContextFS
 from ctxpipe.index.fs_scan import count_fs_nodes
 from ctxpipe.index.replica import ReplicaStore
@@ -24,8 +25,6 @@ from ctxpipe.storage.broker_queues import queue_depths
 from ctxpipe.storage.commit_ledger import CommitBacklog, CommitLedger, LLMCost
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.outbox_store import OutboxStore
-
-DEFAULT_QUEUES = ("commit", "extract", "embed", "maintenance")
 
 
 class IndexStatus(BaseModel):
@@ -63,7 +62,7 @@ def collect_status(
     *,
     db: Database,
     fs: ContextFS,
-    queues: Sequence[str] = DEFAULT_QUEUES,
+    queues: Sequence[str] = QUEUES,
 ) -> IndexStatus:
     from ctxpipe.core.models import utcnow
 
@@ -96,4 +95,4 @@ def collect_status(
     return st
 
 
-__all__ = ["DEFAULT_QUEUES", "IndexStatus", "collect_status", "queue_depths"]
+__all__ = ["IndexStatus", "collect_status", "queue_depths"]

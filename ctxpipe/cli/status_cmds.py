@@ -1,0 +1,118 @@
+"""`ctxpipe status`: one snapshot of the pipeline's health (queue depths, outbox backlog, FS
+vs replica, last repair, commit backlog, LLM cost, commits by phase), as a table or JSON."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from ctxpipe.cli import services
+from ctxpipe.cli.app import app, console, emit_json, handle_errors
+
+if TYPE_CHECKING:
+    from ctxpipe.index.status import IndexStatus
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of text")]
+
+
+def _backlog_row(st: IndexStatus) -> str:
+    b = st.commit_backlog
+    age = "-" if b.oldest_age_s is None else f"{b.oldest_age_s:.1f}s"
+    cap = f"cap {b.max_pending}" if b.max_pending else "no cap"
+    return (
+        f"{b.in_flight} in flight ({cap}), oldest {age}, "
+        f"{b.finished_recently} finished in the last {b.window_s:.0f}s"
+    )
+
+
+def _cost_row(st: IndexStatus) -> str:
+    c = st.llm_cost
+    if not c.commits:
+        return "-"
+    return (
+        f"{c.llm_calls} calls, {c.prompt_tokens} prompt + {c.completion_tokens} completion "
+        f"tokens over {c.commits} commits / {c.messages} messages "
+        f"({c.calls_per_100_messages:.1f} calls and {c.prompt_tokens_per_100_messages:.0f} "
+        "prompt tokens per 100 messages)"
+    )
+
+
+def _cost_by_phase_row(st: IndexStatus) -> str:
+    c = st.llm_cost
+    if not c.by_phase:
+        return "-"
+    return ", ".join(
+        f"{phase} {u.calls} calls / {u.prompt_tokens}+{u.completion_tokens} tokens"
+        for phase, u in sorted(c.by_phase.items())
+    )
+
+
+def _status_rows(st: IndexStatus) -> list[tuple[str, str]]:
+    rows = [
+        ("queues", ", ".join(f"{q} {n}" for q, n in st.queues.items()) or "-"),
+        (
+            "outbox",
+            ", ".join(
+                f"{k} {st.outbox.get(k, 0)}" for k in ("pending", "claimed", "failed", "dead")
+            )
+            + f" (done {st.outbox.get('done', 0)})",
+        ),
+        (
+            "oldest pending",
+            "-" if st.oldest_pending_age_s is None else f"{st.oldest_pending_age_s:.1f}s",
+        ),
+        (
+            "nodes",
+            f"{st.fs_nodes} on FS, {st.replica_nodes} in the replica "
+            f"({st.replica_chunks} chunks, {st.replica_edges} edges)",
+        ),
+        ("commit backlog", _backlog_row(st)),
+        ("LLM cost", _cost_row(st)),
+        ("  by phase", _cost_by_phase_row(st)),
+    ]
+    last = st.last_repair
+    if last:
+        rows.append(
+            (
+                "last repair",
+                f"{last['finished_at']:%Y-%m-%d %H:%M:%S} {last['mode']}: missing "
+                f"{last['missing']}, stale {last['stale']}, orphaned {last['orphaned']}, "
+                f"relations {last['relations']} ({last['events_queued']} events queued)",
+            )
+        )
+    else:
+        rows.append(("last repair", "never"))
+    phases = ", ".join(f"{p} {n}" for p, n in sorted(st.commits_by_phase.items()))
+    rows.append(("commits", phases or "none"))
+    return rows
+
+
+@app.command("status")
+@handle_errors
+def status_cmd(as_json: JsonOpt = False) -> None:
+    """Queue depths, outbox backlog, FS vs replica, last repair, commits by phase.
+
+    Exit status 1 when a server (Redis, PostgreSQL) could not be read."""
+    from ctxpipe.index.status import collect_status
+
+    with services.runtime() as rt:
+        st = collect_status(rt.settings, db=rt.db, fs=rt.fs)  # every queue of `core.queues`
+    if as_json:
+        data = st.model_dump(mode="json")
+        data["in_sync"] = st.in_sync
+        emit_json(data)
+        if st.errors:
+            raise typer.Exit(1)
+        return
+    table = Table(show_header=False, box=None)
+    for key, value in _status_rows(st):
+        table.add_row(f"[bold]{key}[/]", value)
+    console.print(table)
+    for part, err in st.errors.items():
+        console.print(f"[red]{part} unavailable:[/] {err}", highlight=False)
+    verdict = "[green]in sync[/]" if st.in_sync else "[yellow]catching up[/]"
+    console.print(f"replica: {verdict}")
+    if st.errors:
+        raise typer.Exit(1)

@@ -3,26 +3,33 @@
 `steps.*` read and write a commit's phase and its write-once phase outputs through
 `LedgerPort`. Celery's tasks pass the PostgreSQL `CommitLedger`; `CommitCoordinator` passes an
 `InMemoryLedger`, so a commit run in process goes through the very code the workers run (as
-dramatiq tests its actors on a stub broker). Both follow the same rules: a phase only moves
-forward and never out of `failed`, a failure never overwrites `registered`, and the first
-stored output of a phase wins.
+dramatiq tests its actors on a stub broker). `InMemoryLedger` is the twin of the named queries
+in `sql/queries/ledger.sql`, one method per query, named in its docstring (as procrastinate's
+in-memory connector is the twin of its SQL): a phase only moves forward and never out of
+`failed`, a failure never overwrites `registered`, the first stored output of a phase wins,
+and what is stored is a JSON copy. `tests/integration/test_ledger_conformance.py` runs one
+suite of these rules against both.
 """
 
 from __future__ import annotations
 
+import json
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ctxpipe.commit.backlog import admits
 from ctxpipe.core.enums import CommitPhase
+from ctxpipe.core.models import LLMUsage
 from ctxpipe.storage.commit_ledger import (
     DRAIN_WINDOW_S,
     PHASE_ORDER,
     CommitBacklog,
     Completion,
     LedgerRow,
+    LLMCost,
     StepState,
 )
 
@@ -107,15 +114,29 @@ def store(ledger: LedgerPort, commit_id: str, done: Completion) -> dict[str, Any
 _FINISHED = (CommitPhase.REGISTERED.value, CommitPhase.FAILED.value)
 
 
+def _json(value: Any) -> Any:
+    """`value` as a jsonb column gives it back: a copy, never the caller's object; TypeError
+    where it is not JSON (as psycopg's `Jsonb` raises before the statement is sent)."""
+    return json.loads(json.dumps(value))
+
+
 @dataclass
 class _Commit:
+    """A row of `commits` and its rows of `commit_outputs` (each payload kept as JSON text,
+    so every read returns a fresh copy)."""
+
     row: LedgerRow
-    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    def output(self, key: str) -> dict[str, Any] | None:
+        text = self.outputs.get(key)
+        return None if text is None else dict(json.loads(text))
 
 
 class InMemoryLedger:
-    """`LedgerPort` in a dict: one process, nothing durable. Thread-safe (extractor steps may
-    complete concurrently)."""
+    """`CommitLedger` in a dict: one process, nothing durable. One method per named query of
+    `sql/queries/ledger.sql`, each one's docstring naming it. Thread-safe (extractor steps may
+    complete concurrently): one lock plays the part of a transaction."""
 
     def __init__(self) -> None:
         self._commits: dict[str, _Commit] = {}
@@ -129,6 +150,8 @@ class InMemoryLedger:
         *,
         max_pending: int = 0,
     ) -> bool:
+        """`ledger_create`: False if the id is known or `max_pending` commits are in flight."""
+        stored = _json(request)
         with self._lock:
             if commit_id in self._commits:
                 return False
@@ -143,7 +166,7 @@ class InMemoryLedger:
                     agent_id=ctx.get("agent_id", ""),
                     session_id=ctx.get("session_id", ""),
                     phase=CommitPhase.ENQUEUED.value,
-                    request=request,
+                    request=stored,
                     created_at=now,
                     updated_at=now,
                 )
@@ -153,26 +176,8 @@ class InMemoryLedger:
     def _in_flight(self) -> int:
         return sum(1 for c in self._commits.values() if c.row.phase not in _FINISHED)
 
-    def backlog(self, window_s: float = DRAIN_WINDOW_S) -> CommitBacklog:
-        now = datetime.now(UTC)
-        with self._lock:
-            rows = [c.row for c in self._commits.values()]
-        waiting = [r.created_at for r in rows if r.phase not in _FINISHED and r.created_at]
-        finished = sum(
-            1
-            for r in rows
-            if r.phase in _FINISHED
-            and r.updated_at is not None
-            and (now - r.updated_at).total_seconds() < window_s
-        )
-        return CommitBacklog(
-            in_flight=sum(1 for r in rows if r.phase not in _FINISHED),
-            oldest_age_s=(now - min(waiting)).total_seconds() if waiting else None,
-            finished_recently=finished,
-            window_s=window_s,
-        )
-
     def get(self, commit_id: str) -> LedgerRow | None:
+        """`ledger_get`."""
         with self._lock:
             found = self._commits.get(commit_id)
             return found.row.model_copy(deep=True) if found else None
@@ -187,7 +192,9 @@ class InMemoryLedger:
         timings: dict[str, Any] | None = None,
         result: dict[str, Any] | None = None,
     ) -> None:
-        """Move forward to `phase` (never backwards, never out of `failed`)."""
+        """`ledger_advance`: move forward to `phase` (never backwards, never out of
+        `failed`)."""
+        extractors, timings, result = _json(extractors), _json(timings), _json(result)
         with self._lock:
             self._advance(commit_id, phase, status, extractors, timings, result)
 
@@ -218,6 +225,7 @@ class InMemoryLedger:
         row.updated_at = datetime.now(UTC)
 
     def fail(self, commit_id: str, phase: str, error: str) -> None:
+        """`ledger_fail`: any commit but a registered one."""
         with self._lock:
             found = self._commits.get(commit_id)
             if found is None or found.row.phase == CommitPhase.REGISTERED.value:
@@ -226,12 +234,6 @@ class InMemoryLedger:
             row.phase = row.status = CommitPhase.FAILED.value
             row.error, row.error_phase = error[:2000], phase
             row.updated_at = datetime.now(UTC)
-
-    def touch(self, commit_id: str) -> None:
-        with self._lock:
-            found = self._commits.get(commit_id)
-            if found is not None:
-                found.row.updated_at = datetime.now(UTC)
 
     def complete(
         self,
@@ -246,47 +248,42 @@ class InMemoryLedger:
         with_result: bool = False,
         extracted_when: int | None = None,
     ) -> dict[str, Any]:
-        """Store a phase output (first writer wins) and advance the phase under one lock;
-        `extracted_when`: with an extractor's report, move on to `extracted` once that many
-        extractors have reported. Returns the stored output."""
+        """`ledger_complete`: store a phase output (first writer wins) and advance the phase
+        under one lock; `extracted_when`: with an extractor's report, move on to `extracted`
+        once that many extractors have reported. Returns the stored output."""
+        done = _encode(Completion(key, payload, phase, extractors, timings, extracted_when))
         with self._lock:
-            stored = self._save(commit_id, key, payload)
-            row = self._commits[commit_id].row
-            if row.phase == CommitPhase.FAILED.value or _after(row.phase, phase.value):
-                return stored  # a late or concurrent run: the phase never moves backwards
-            target = phase
-            reported = set(row.extractors) | set(extractors or {})
-            if extracted_when is not None and len(reported) >= extracted_when:
-                target = CommitPhase.EXTRACTED
-            result = stored if with_result else None
-            self._advance(commit_id, target, status, extractors, timings, result)
+            return self._complete(commit_id, *done, status, with_result)
+
+    def _complete(
+        self,
+        commit_id: str,
+        done: Completion,
+        text: str,
+        status: str | None,
+        with_result: bool,
+    ) -> dict[str, Any]:
+        """`done` and its payload's JSON `text` as `_encode` gives them."""
+        stored = self._save(commit_id, done.key, text)
+        row = self._commits[commit_id].row
+        if row.phase == CommitPhase.FAILED.value or _after(row.phase, done.phase.value):
+            return stored  # a late or concurrent run: the phase never moves backwards
+        target = done.phase
+        reported = set(row.extractors) | set(done.extractors or {})
+        if done.extracted_when is not None and len(reported) >= done.extracted_when:
+            target = CommitPhase.EXTRACTED
+        result = _json(stored) if with_result else None
+        self._advance(commit_id, target, status, done.extractors, done.timings, result)
         return stored
 
     def complete_all(self, commit_id: str, completions: list[Completion]) -> list[dict[str, Any]]:
-        """`complete` for each, in order."""
-        return [store(self, commit_id, c) for c in completions]
-
-    def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """`ledger_complete` for each, in order, in one transaction: all are stored or none
+        (one that is not JSON stores nothing, as on PostgreSQL)."""
+        encoded = [_encode(c) for c in completions]
         with self._lock:
-            return self._save(commit_id, key, payload)
-
-    def _save(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]:
-        found = self._commits.get(commit_id)
-        if found is None:  # the PostgreSQL ledger refuses it by its foreign key
-            raise KeyError(f"unknown commit {commit_id}")
-        return found.outputs.setdefault(key, payload)
-
-    def load_output(self, commit_id: str, key: str) -> dict[str, Any] | None:
-        with self._lock:
-            found = self._commits.get(commit_id)
-            return found.outputs.get(key) if found else None
-
-    def load_outputs(self, commit_id: str, prefix: str) -> dict[str, dict[str, Any]]:
-        with self._lock:
-            found = self._commits.get(commit_id)
-            if found is None:
-                return {}
-            return {k: v for k, v in sorted(found.outputs.items()) if k.startswith(prefix)}
+            if encoded and commit_id not in self._commits:
+                raise KeyError(f"unknown commit {commit_id}")  # before anything is stored
+            return [self._complete(commit_id, *c, None, False) for c in encoded]
 
     def state(
         self,
@@ -295,9 +292,9 @@ class InMemoryLedger:
         delivery: str | None = None,
         done: str | None = None,
     ) -> StepState | None:
-        """The request, creation time, phase and the listed outputs; with `delivery`, this
-        delivery counted in `attempts` unless output `done` exists (as the PostgreSQL ledger
-        does)."""
+        """`ledger_state`, or with `delivery` `ledger_state_deliver`: the request, creation
+        time, phase and the listed outputs; this delivery counted in `attempts` (not in
+        `updated_at`) unless output `done` exists."""
         with self._lock:
             found = self._commits.get(commit_id)
             if found is None:
@@ -307,9 +304,165 @@ class InMemoryLedger:
             if delivery is not None and (done or "") not in found.outputs:
                 deliveries = int(row.attempts.get(delivery, 0)) + 1
                 row.attempts[delivery] = deliveries
-            outputs = {k: found.outputs[k] for k in keys if k in found.outputs}
+            outputs = {k: v for k in keys if (v := found.output(k)) is not None}
             assert row.created_at is not None
-            return StepState(row.request, row.created_at, row.phase, outputs, deliveries)
+            return StepState(_json(row.request), row.created_at, row.phase, outputs, deliveries)
+
+    def bump_attempt(self, commit_id: str, key: str) -> int:
+        """`ledger_bump_attempt`: `attempts[key]` + 1 (0: unknown commit); `updated_at`
+        stays."""
+        with self._lock:
+            found = self._commits.get(commit_id)
+            if found is None:
+                return 0
+            count = int(found.row.attempts.get(key, 0)) + 1
+            found.row.attempts[key] = count
+            return count
+
+    def touch(self, commit_id: str) -> None:
+        """`ledger_touch`."""
+        with self._lock:
+            found = self._commits.get(commit_id)
+            if found is not None:
+                found.row.updated_at = datetime.now(UTC)
+
+    def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """`output_save_get`: store a phase output once; returns the stored one."""
+        text = json.dumps(payload)
+        with self._lock:
+            return self._save(commit_id, key, text)
+
+    def _save(self, commit_id: str, key: str, text: str) -> dict[str, Any]:
+        found = self._commits.get(commit_id)
+        if found is None:  # the PostgreSQL ledger refuses it by its foreign key
+            raise KeyError(f"unknown commit {commit_id}")
+        found.outputs.setdefault(key, text)
+        stored = found.output(key)
+        assert stored is not None
+        return stored
+
+    def load_output(self, commit_id: str, key: str) -> dict[str, Any] | None:
+        """`output_get`."""
+        with self._lock:
+            found = self._commits.get(commit_id)
+            return found.output(key) if found else None
+
+    def load_outputs(self, commit_id: str, prefix: str) -> dict[str, dict[str, Any]]:
+        """`output_prefix`: the outputs whose key starts with `prefix`, by key."""
+        with self._lock:
+            found = self._commits.get(commit_id)
+            if found is None:
+                return {}
+            return {
+                k: json.loads(v) for k, v in sorted(found.outputs.items()) if k.startswith(prefix)
+            }
+
+    def stuck(self, older_than_s: float, limit: int = 100) -> list[tuple[str, str, dict]]:
+        """`ledger_stuck`: commits in flight without progress for `older_than_s`, the
+        longest first."""
+        now = datetime.now(UTC)
+        with self._lock:
+            rows = [
+                c.row
+                for c in self._commits.values()
+                if c.row.phase not in _FINISHED
+                and c.row.updated_at is not None
+                and (now - c.row.updated_at).total_seconds() > older_than_s
+            ]
+            rows.sort(key=lambda r: r.updated_at or now)
+            return [(r.commit_id, r.phase, dict(r.attempts)) for r in rows[:limit]]
+
+    def accepted_before(self, age_s: float, limit: int = 100) -> list[tuple[str, str, dict]]:
+        """`ledger_accepted_before`: commits in flight accepted more than `age_s` seconds
+        ago, the oldest first."""
+        now = datetime.now(UTC)
+        with self._lock:
+            rows = [
+                c.row
+                for c in self._commits.values()
+                if c.row.phase not in _FINISHED
+                and c.row.created_at is not None
+                and (now - c.row.created_at).total_seconds() > age_s
+            ]
+            rows.sort(key=lambda r: r.created_at or now)
+            return [(r.commit_id, r.phase, dict(r.attempts)) for r in rows[:limit]]
+
+    def counts_by_phase(self) -> dict[str, int]:
+        """`ledger_counts`."""
+        with self._lock:
+            return dict(Counter(c.row.phase for c in self._commits.values()))
+
+    def backlog(self, window_s: float = DRAIN_WINDOW_S) -> CommitBacklog:
+        """`ledger_backlog`: commits in flight, the oldest one's age and how many finished
+        in `window_s`."""
+        now = datetime.now(UTC)
+        with self._lock:
+            rows = [c.row for c in self._commits.values()]
+        waiting = [r.created_at for r in rows if r.phase not in _FINISHED and r.created_at]
+        finished = sum(
+            1
+            for r in rows
+            if r.phase in _FINISHED
+            and r.updated_at is not None
+            and (now - r.updated_at).total_seconds() < window_s
+        )
+        return CommitBacklog(
+            in_flight=sum(1 for r in rows if r.phase not in _FINISHED),
+            oldest_age_s=(now - min(waiting)).total_seconds() if waiting else None,
+            finished_recently=finished,
+            window_s=window_s,
+        )
+
+    def llm_cost(self) -> LLMCost:
+        """`ledger_llm_cost` and `ledger_llm_cost_by_phase`: what the registered commits
+        cost, in total and per phase."""
+        with self._lock:
+            done = [
+                (c.row.request, c.row.result)
+                for c in self._commits.values()
+                if c.row.phase == CommitPhase.REGISTERED.value and c.row.result is not None
+            ]
+        cost = LLMCost(commits=len(done))
+        for request, result in done:
+            stats = (result or {}).get("stats") or {}
+            cost.messages += len(request.get("messages") or [])
+            cost.llm_calls += int(stats.get("llm_calls") or 0)
+            cost.prompt_tokens += int(stats.get("llm_prompt_tokens") or 0)
+            cost.completion_tokens += int(stats.get("llm_completion_tokens") or 0)
+            for name, usage in (stats.get("llm_by_phase") or {}).items():
+                cost.by_phase.setdefault(name, LLMUsage()).add(
+                    LLMUsage(**{k: int(usage.get(k) or 0) for k in LLMUsage.model_fields})
+                )
+        cost.by_phase = dict(sorted(cost.by_phase.items()))
+        return cost
+
+    def recent(self, limit: int = 20) -> list[dict[str, Any]]:
+        """`ledger_recent`: the latest commits first."""
+        fields = (
+            "commit_id",
+            "account_id",
+            "user_id",
+            "session_id",
+            "phase",
+            "status",
+            "error",
+            "created_at",
+            "updated_at",
+        )
+        with self._lock:
+            rows = sorted(
+                (c.row for c in self._commits.values()),
+                key=lambda r: r.created_at or datetime.min.replace(tzinfo=UTC),
+                reverse=True,
+            )
+            return [{f: getattr(r, f) for f in fields} for r in rows[:limit]]
+
+
+def _encode(done: Completion) -> tuple[Completion, str]:
+    """`done` checked and copied as jsonb would have it, before anything is stored: its
+    report and timings as JSON copies, and its payload's JSON text."""
+    copied = done._replace(extractors=_json(done.extractors), timings=_json(done.timings))
+    return copied, json.dumps(done.payload)
 
 
 def _after(phase: str, other: str) -> bool:

@@ -1,5 +1,7 @@
 """What commits cost (LLM calls and tokens, per phase and in aggregate) and back-pressure at
-submit, against the real PostgreSQL ledger and the real Redis broker."""
+submit, as status, the dispatcher, the Celery task, the API, the metrics and the CLI show them,
+on the real PostgreSQL ledger and Redis broker. The ledger's own sums and refusals, the same
+on both ledgers, are test_ledger_conformance.py."""
 
 from __future__ import annotations
 
@@ -40,35 +42,15 @@ def run_steps(rt: Runtime, ledger: CommitLedger, req: CommitRequest) -> None:
     steps.register_step(c, ledger, req.commit_id)
 
 
-def test_cost_per_phase_in_the_ledger_and_in_aggregate(make_settings, clean_db):
+def test_status_reports_the_ledgers_cost_and_backlog(make_settings, clean_db):
+    """The sums themselves are test_ledger_conformance.py; status shows the ledger's."""
     settings = make_settings(redis=False)
     rt = Runtime(settings)
     ledger = CommitLedger(rt.db)
     run_steps(rt, ledger, make_req("cost-1"))
-    run_steps(rt, ledger, make_req("cost-2", session="s2"))
-    steps.submit(ledger, make_req("cost-3", session="s3"))  # accepted, not run
-
-    stats = ledger.get("cost-1").result["stats"]  # type: ignore[union-attr]
-    by_phase = stats["llm_by_phase"]
-    assert {"archive", *(f"extract_{n}" for n in EXTRACTOR_NAMES)} <= set(by_phase)
-    assert sum(p["calls"] for p in by_phase.values()) == stats["llm_calls"] >= 5
-    assert sum(p["prompt_tokens"] for p in by_phase.values()) == stats["llm_prompt_tokens"]
-
+    steps.submit(ledger, make_req("cost-2", session="s2"))  # accepted, not run
     cost = ledger.llm_cost()
-    second = ledger.get("cost-2").result["stats"]  # type: ignore[union-attr]
-    assert cost.commits == 2 and cost.messages == 2 * len(MESSAGES)
-    assert cost.llm_calls == stats["llm_calls"] + second["llm_calls"]
-    for phase, usage in cost.by_phase.items():  # per phase, summed over both commits
-        mine = [s["llm_by_phase"].get(phase, {}) for s in (stats, second)]
-        assert usage.calls == sum(m.get("calls", 0) for m in mine)
-        assert usage.prompt_tokens == sum(m.get("prompt_tokens", 0) for m in mine)
-    assert sum(u.calls for u in cost.by_phase.values()) == cost.llm_calls
-    assert cost.calls_per_100_messages == pytest.approx(100 * cost.llm_calls / 8)
-
-    backlog = ledger.backlog()
-    assert backlog.in_flight == 1 and backlog.oldest_age_s is not None
-    assert backlog.oldest_age_s >= 0
-
+    assert cost.commits == 1 and cost.llm_calls >= 5
     st = collect_status(settings, db=rt.db, fs=rt.fs, queues=())
     assert st.llm_cost == cost and st.commit_backlog.in_flight == 1
     rt.close()

@@ -139,6 +139,11 @@ def report(
         "meta": meta,
         "all": print_table(tally, None, "all conversations", systems),
     }
+    tuned = {conv for rows in tally.rows.values() for _, conv, _ in rows} - held_out
+    if held_out and tuned:  # what to tune on: never the held-out figures
+        out["tuned"] = print_table(
+            tally, tuned, f"tuning set (conversations {sorted(i + 1 for i in tuned)})", systems
+        )
     if held_out:
         out["held_out"] = print_table(
             tally, held_out, f"held out (conversations {sorted(i + 1 for i in held_out)})", systems

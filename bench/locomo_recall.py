@@ -57,8 +57,8 @@ from ctxpipe.core.session import RequestContext, SessionInput  # noqa: E402
 from ctxpipe.index.wiring import make_worker  # noqa: E402
 from ctxpipe.index.worker import IndexWorker  # noqa: E402
 from ctxpipe.retrieval.access import owner_spaces  # noqa: E402
-from ctxpipe.retrieval.config import FindConfig, HierarchicalConfig  # noqa: E402
-from ctxpipe.retrieval.context_builder import ContextRequest  # noqa: E402
+from ctxpipe.retrieval.config import ContextConfig, FindConfig, HierarchicalConfig  # noqa: E402
+from ctxpipe.retrieval.context_builder import ContextBuilder, ContextRequest  # noqa: E402
 from ctxpipe.retrieval.engine import ReadPath  # noqa: E402
 from ctxpipe.retrieval.find import HybridFinder  # noqa: E402
 from ctxpipe.retrieval.models import FindFilters, FindHit, FindResult  # noqa: E402
@@ -78,6 +78,7 @@ FIND_PHASES: list[dict[str, float]] = []  # find's own timings_ms per call
 BARE_MS: list[float] = []  # the bare query: embed the question + exact pgvector top-10
 VARIANTS: dict[str, dict[str, Any]] = {}  # "find K=V" systems: FindConfig changes (--variant)
 SEARCH_VARIANTS: dict[str, dict[str, Any]] = {}  # "search K=V": HierarchicalConfig changes
+CONTEXT_VARIANTS: dict[str, dict[str, Any]] = {}  # "build_context K=V": ContextConfig changes
 _ID_RE = re.compile(r"D\d+:\d+")
 
 
@@ -157,6 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--search-variant", action="append", default=[], metavar="K=V[,K=V]",
                     help="also score search with these HierarchicalConfig values (e.g. "
                          "alpha=0.8), as a system of its own; repeatable")  # fmt: skip
+    ap.add_argument("--context-variant", action="append", default=[], metavar="K=V[,K=V]",
+                    help="also score build_context with these ContextConfig values (e.g. "
+                         "lead_view=sentence), as a system of its own; repeatable")  # fmt: skip
     args = ap.parse_args(argv)
 
     data = _locomo.load(args.data)
@@ -167,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         VARIANTS[f"find {spec}"] = parse_variant(spec)
     for spec in args.search_variant:
         SEARCH_VARIANTS[f"search {spec}"] = parse_variant(spec, HierarchicalConfig)
+    for spec in args.context_variant:
+        CONTEXT_VARIANTS[f"build_context {spec}"] = parse_variant(spec, ContextConfig)
     tmp = args.state or Path(tempfile.mkdtemp(prefix="ctxpipe-locomo-"))
     tmp.mkdir(parents=True, exist_ok=True)
     marker = tmp / "ingested.json"
@@ -225,7 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "context_p95_ms": _pct(CONTEXT_MS, 95),
             "total_s": round(time.perf_counter() - started, 1),
         }
-        out = report(tally, meta, held_out, (*SYSTEMS, *VARIANTS, *SEARCH_VARIANTS))
+        systems = (*SYSTEMS, *VARIANTS, *SEARCH_VARIANTS, *CONTEXT_VARIANTS)
+        out = report(tally, meta, held_out, systems)
         print(
             f"\nctxpipe find latency (question embedding included): "
             f"p50 {meta['find_p50_ms']} ms, p95 {meta['find_p95_ms']} ms"
@@ -336,8 +343,12 @@ def evaluate(
             "build_context",
             cat,
             index,
-            context_row(read, question, ctx, filters, evidence, contents, answer),
+            context_row(read.builder, question, ctx, filters, evidence, contents, answer),
         )
+        for system, update in CONTEXT_VARIANTS.items():
+            builder = _context_variant(read, system, update)
+            row = context_row(builder, question, ctx, filters, evidence, contents, answer, False)
+            tally.add(system, cat, index, row)
         for system, items in answers.items():
             row = score_items(items, evidence, contents, answer, count)
             tally.add(system, cat, index, row, items)
@@ -367,6 +378,24 @@ def _search_variant(read: ReadPath, system: str, update: dict[str, Any]) -> Sear
         cfg = read.searcher.config.model_copy(update=update)
         _SEARCH_VARIANTS[system] = SearchEngine(read.finder, read.intent, cfg)
     return _SEARCH_VARIANTS[system]
+
+
+_CONTEXT_VARIANTS: dict[str, ContextBuilder] = {}
+
+
+def _context_variant(read: ReadPath, system: str, update: dict[str, Any]) -> ContextBuilder:
+    """A context builder over the same read path with some ContextConfig values changed."""
+    if system not in _CONTEXT_VARIANTS:
+        base = read.builder
+        _CONTEXT_VARIANTS[system] = ContextBuilder(
+            base.counter,
+            finder=base.finder,
+            fs=base.fs,
+            intent=base.intent,
+            config=base.config.model_copy(update=update),
+            schema=base.schema,
+        )
+    return _CONTEXT_VARIANTS[system]
 
 
 def _variant(read: ReadPath, system: str, update: dict[str, Any]) -> HybridFinder:
@@ -419,20 +448,22 @@ def _time_query_time_units(read: ReadPath, question: str, filters: FindFilters) 
 
 
 def context_row(
-    read: ReadPath,
+    builder: ContextBuilder,
     question: str,
     ctx: RequestContext,
     filters: FindFilters,
     evidence: set[str],
     turns: dict[str, TurnContent],
     answer: object,
+    timed: bool = True,
 ) -> dict[str, float]:
-    """build_context at each budget, scored by `score_context`."""
+    """build_context at each budget, scored by `score_context` (its time kept if `timed`)."""
     built: dict[int, Built] = {}
     for budget in BUDGETS:
         req = ContextRequest(query=question, budget=budget, incremental=False)
-        res = read.builder.build(req, ctx, filters)
-        CONTEXT_MS.append(res.timings_ms.get("total", 0.0))
+        res = builder.build(req, ctx, filters)
+        if timed:
+            CONTEXT_MS.append(res.timings_ms.get("total", 0.0))
         cited = frozenset(r.split(":", 1)[1] if ":" in r else r for r in res.cited_refs)
         built[budget] = Built(res.text, cited, res.total_tokens)
     return score_context(built, evidence, turns, answer)

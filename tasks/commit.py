@@ -1,4 +1,7 @@
-"""Commit tasks: thin wrappers that run the ledgered steps of `ctxpipe.commit.steps`."""
+"""Commit tasks: thin wrappers that run the ledgered steps of `ctxpipe.commit.steps`.
+
+A step returns its output as a pydantic model; a task returns it as JSON (the task's result on
+the broker's backend, as it always was)."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from typing import Any
 
 from celery import Task, chain, chord, group
 from celery.canvas import Signature
+from pydantic import BaseModel
 
 from ctxpipe.commit import steps
 from ctxpipe.commit.canvas import extractor_tasks
@@ -64,14 +68,19 @@ def _task(name: str, **kw: Any):
 
 @_task(ARCHIVE)
 def archive(self: CommitTask, commit_id: str) -> dict[str, Any]:
-    return steps.archive_step(self.components(), self.ledger(), commit_id, self.delivery())
+    return _json(steps.archive_step(self.components(), self.ledger(), commit_id, self.delivery()))
+
+
+def _json(output: BaseModel) -> dict[str, Any]:
+    """A step's output as the task's JSON result."""
+    return output.model_dump(mode="json")
 
 
 def _make_extract(name: str, task_name: str):
     @_task(task_name)
     def extract(self: CommitTask, commit_id: str) -> dict[str, Any]:
         c, ledger = self.components(), self.ledger()
-        return steps.extract_step(c, ledger, commit_id, name, self.delivery())
+        return _json(steps.extract_step(c, ledger, commit_id, name, self.delivery()))
 
     return extract
 
@@ -83,28 +92,28 @@ EXTRACTORS = {name: _make_extract(name, tn) for name, tn in EXTRACT_TASKS.items(
 def plan(self: CommitTask, _header_results: list[Any], commit_id: str) -> dict[str, Any]:
     """Chord body. The extractor outputs are read from the ledger (write-once), so the plan
     never depends on which delivery of a header task reported first."""
-    return steps.plan_step(self.components(), self.ledger(), commit_id, self.delivery())
+    return _json(steps.plan_step(self.components(), self.ledger(), commit_id, self.delivery()))
 
 
 @_task(PREPARE)
 def prepare(self: CommitTask, commit_id: str) -> dict[str, Any]:
     """Archive, extractors and plan in one task: the canvas without a chord."""
-    return steps.prepare_step(self.components(), self.ledger(), commit_id, self.delivery())
+    return _json(steps.prepare_step(self.components(), self.ledger(), commit_id, self.delivery()))
 
 
 @_task(WRITE)
 def write(self: CommitTask, commit_id: str) -> dict[str, Any]:
-    return steps.write_step(self.components(), self.ledger(), commit_id, self.delivery())
+    return _json(steps.write_step(self.components(), self.ledger(), commit_id, self.delivery()))
 
 
-def _last_step(self: CommitTask, step: Callable[..., dict[str, Any]], commit_id: str) -> Any:
+def _last_step(self: CommitTask, step: Callable[..., BaseModel], commit_id: str) -> dict[str, Any]:
     """A step that ends a commit, then the indexing of its nodes, now rather than at the next
     beat."""
     result = step(self.components(), self.ledger(), commit_id, self.delivery())
     from tasks.index import kick_drain
 
     kick_drain(self.settings)
-    return result
+    return _json(result)
 
 
 @_task(REGISTER)

@@ -57,7 +57,7 @@ class CommitCoordinator:
             raise CommitError(str(cause), phase="extract") from cause
         await steps.plan(c, ledger, commit_id)
         await steps.write(c, ledger, commit_id)
-        return CommitResult.model_validate(await steps.register(c, ledger, commit_id))
+        return await steps.register(c, ledger, commit_id)
 
     def commit_sync(self, req: CommitRequest) -> CommitResult:
         return asyncio.run(self.commit(req))

@@ -18,19 +18,24 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
+
+from pydantic import JsonValue
 
 from ctxpipe.commit.backlog import admits
 from ctxpipe.core.enums import CommitPhase
-from ctxpipe.core.models import LLMUsage
+from ctxpipe.core.models import CommitStats, LLMUsage
 from ctxpipe.storage.commit_ledger import (
     DRAIN_WINDOW_S,
     PHASE_ORDER,
     CommitBacklog,
     Completion,
+    JsonObject,
     LedgerRow,
     LLMCost,
+    RecentCommit,
     StepState,
+    Timings,
 )
 
 
@@ -41,7 +46,7 @@ class LedgerPort(Protocol):
         self,
         commit_id: str,
         ctx: dict[str, str],
-        request: dict[str, Any],
+        request: JsonObject,
         *,
         max_pending: int = 0,
     ) -> bool: ...
@@ -56,9 +61,9 @@ class LedgerPort(Protocol):
         phase: CommitPhase,
         *,
         status: str | None = None,
-        extractors: dict[str, Any] | None = None,
-        timings: dict[str, Any] | None = None,
-        result: dict[str, Any] | None = None,
+        extractors: dict[str, JsonObject] | None = None,
+        timings: Timings | None = None,
+        result: JsonObject | None = None,
     ) -> None: ...
 
     def fail(self, commit_id: str, phase: str, error: str) -> None: ...
@@ -69,25 +74,23 @@ class LedgerPort(Protocol):
         self,
         commit_id: str,
         key: str,
-        payload: dict[str, Any],
+        payload: JsonObject,
         phase: CommitPhase,
         *,
         status: str | None = None,
-        extractors: dict[str, Any] | None = None,
-        timings: dict[str, Any] | None = None,
+        extractors: dict[str, JsonObject] | None = None,
+        timings: Timings | None = None,
         with_result: bool = False,
         extracted_when: int | None = None,
-    ) -> dict[str, Any]: ...
+    ) -> JsonObject: ...
 
-    def complete_all(
-        self, commit_id: str, completions: list[Completion]
-    ) -> list[dict[str, Any]]: ...
+    def complete_all(self, commit_id: str, completions: list[Completion]) -> list[JsonObject]: ...
 
-    def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]: ...
+    def save_output(self, commit_id: str, key: str, payload: JsonObject) -> JsonObject: ...
 
-    def load_output(self, commit_id: str, key: str) -> dict[str, Any] | None: ...
+    def load_output(self, commit_id: str, key: str) -> JsonObject | None: ...
 
-    def load_outputs(self, commit_id: str, prefix: str) -> dict[str, dict[str, Any]]: ...
+    def load_outputs(self, commit_id: str, prefix: str) -> dict[str, JsonObject]: ...
 
     def state(
         self,
@@ -98,7 +101,7 @@ class LedgerPort(Protocol):
     ) -> StepState | None: ...
 
 
-def store(ledger: LedgerPort, commit_id: str, done: Completion) -> dict[str, Any]:
+def store(ledger: LedgerPort, commit_id: str, done: Completion) -> JsonObject:
     """`ledger.complete` of one `Completion` (one statement); returns the stored output."""
     return ledger.complete(
         commit_id,
@@ -112,9 +115,10 @@ def store(ledger: LedgerPort, commit_id: str, done: Completion) -> dict[str, Any
 
 
 _FINISHED = (CommitPhase.REGISTERED.value, CommitPhase.FAILED.value)
+J = TypeVar("J")
 
 
-def _json(value: Any) -> Any:
+def _json(value: J) -> J:
     """`value` as a jsonb column gives it back: a copy, never the caller's object; TypeError
     where it is not JSON (as psycopg's `Jsonb` raises before the statement is sent)."""
     return json.loads(json.dumps(value))
@@ -128,7 +132,7 @@ class _Commit:
     row: LedgerRow
     outputs: dict[str, str] = field(default_factory=dict)
 
-    def output(self, key: str) -> dict[str, Any] | None:
+    def output(self, key: str) -> JsonObject | None:
         text = self.outputs.get(key)
         return None if text is None else dict(json.loads(text))
 
@@ -146,7 +150,7 @@ class InMemoryLedger:
         self,
         commit_id: str,
         ctx: dict[str, str],
-        request: dict[str, Any],
+        request: JsonObject,
         *,
         max_pending: int = 0,
     ) -> bool:
@@ -188,9 +192,9 @@ class InMemoryLedger:
         phase: CommitPhase,
         *,
         status: str | None = None,
-        extractors: dict[str, Any] | None = None,
-        timings: dict[str, Any] | None = None,
-        result: dict[str, Any] | None = None,
+        extractors: dict[str, JsonObject] | None = None,
+        timings: Timings | None = None,
+        result: JsonObject | None = None,
     ) -> None:
         """`ledger_advance`: move forward to `phase` (never backwards, never out of
         `failed`)."""
@@ -203,9 +207,9 @@ class InMemoryLedger:
         commit_id: str,
         phase: CommitPhase,
         status: str | None,
-        extractors: dict[str, Any] | None,
-        timings: dict[str, Any] | None,
-        result: dict[str, Any] | None,
+        extractors: dict[str, JsonObject] | None,
+        timings: Timings | None,
+        result: JsonObject | None,
     ) -> None:
         found = self._commits.get(commit_id)
         if found is None:
@@ -239,15 +243,15 @@ class InMemoryLedger:
         self,
         commit_id: str,
         key: str,
-        payload: dict[str, Any],
+        payload: JsonObject,
         phase: CommitPhase,
         *,
         status: str | None = None,
-        extractors: dict[str, Any] | None = None,
-        timings: dict[str, Any] | None = None,
+        extractors: dict[str, JsonObject] | None = None,
+        timings: Timings | None = None,
         with_result: bool = False,
         extracted_when: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """`ledger_complete`: store a phase output (first writer wins) and advance the phase
         under one lock; `extracted_when`: with an extractor's report, move on to `extracted`
         once that many extractors have reported. Returns the stored output."""
@@ -262,7 +266,7 @@ class InMemoryLedger:
         text: str,
         status: str | None,
         with_result: bool,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """`done` and its payload's JSON `text` as `_encode` gives them."""
         stored = self._save(commit_id, done.key, text)
         row = self._commits[commit_id].row
@@ -276,7 +280,7 @@ class InMemoryLedger:
         self._advance(commit_id, target, status, done.extractors, done.timings, result)
         return stored
 
-    def complete_all(self, commit_id: str, completions: list[Completion]) -> list[dict[str, Any]]:
+    def complete_all(self, commit_id: str, completions: list[Completion]) -> list[JsonObject]:
         """`ledger_complete` for each, in order, in one transaction: all are stored or none
         (one that is not JSON stores nothing, as on PostgreSQL)."""
         encoded = [_encode(c) for c in completions]
@@ -326,13 +330,13 @@ class InMemoryLedger:
             if found is not None:
                 found.row.updated_at = datetime.now(UTC)
 
-    def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def save_output(self, commit_id: str, key: str, payload: JsonObject) -> JsonObject:
         """`output_save_get`: store a phase output once; returns the stored one."""
         text = json.dumps(payload)
         with self._lock:
             return self._save(commit_id, key, text)
 
-    def _save(self, commit_id: str, key: str, text: str) -> dict[str, Any]:
+    def _save(self, commit_id: str, key: str, text: str) -> JsonObject:
         found = self._commits.get(commit_id)
         if found is None:  # the PostgreSQL ledger refuses it by its foreign key
             raise KeyError(f"unknown commit {commit_id}")
@@ -341,13 +345,13 @@ class InMemoryLedger:
         assert stored is not None
         return stored
 
-    def load_output(self, commit_id: str, key: str) -> dict[str, Any] | None:
+    def load_output(self, commit_id: str, key: str) -> JsonObject | None:
         """`output_get`."""
         with self._lock:
             found = self._commits.get(commit_id)
             return found.output(key) if found else None
 
-    def load_outputs(self, commit_id: str, prefix: str) -> dict[str, dict[str, Any]]:
+    def load_outputs(self, commit_id: str, prefix: str) -> dict[str, JsonObject]:
         """`output_prefix`: the outputs whose key starts with `prefix`, by key."""
         with self._lock:
             found = self._commits.get(commit_id)
@@ -424,38 +428,46 @@ class InMemoryLedger:
             ]
         cost = LLMCost(commits=len(done))
         for request, result in done:
-            stats = (result or {}).get("stats") or {}
-            cost.messages += len(request.get("messages") or [])
-            cost.llm_calls += int(stats.get("llm_calls") or 0)
-            cost.prompt_tokens += int(stats.get("llm_prompt_tokens") or 0)
-            cost.completion_tokens += int(stats.get("llm_completion_tokens") or 0)
-            for name, usage in (stats.get("llm_by_phase") or {}).items():
-                cost.by_phase.setdefault(name, LLMUsage()).add(
-                    LLMUsage(**{k: int(usage.get(k) or 0) for k in LLMUsage.model_fields})
-                )
+            stats = CommitStats.model_validate(_object((result or {}).get("stats")))
+            messages = request.get("messages")
+            cost.messages += len(messages) if isinstance(messages, list) else 0
+            cost.llm_calls += stats.llm_calls
+            cost.prompt_tokens += stats.llm_prompt_tokens
+            cost.completion_tokens += stats.llm_completion_tokens
+            for name, usage in stats.llm_by_phase.items():
+                cost.by_phase.setdefault(name, LLMUsage()).add(usage)
         cost.by_phase = dict(sorted(cost.by_phase.items()))
         return cost
 
-    def recent(self, limit: int = 20) -> list[dict[str, Any]]:
+    def recent(self, limit: int = 20) -> list[RecentCommit]:
         """`ledger_recent`: the latest commits first."""
-        fields = (
-            "commit_id",
-            "account_id",
-            "user_id",
-            "session_id",
-            "phase",
-            "status",
-            "error",
-            "created_at",
-            "updated_at",
-        )
         with self._lock:
             rows = sorted(
                 (c.row for c in self._commits.values()),
                 key=lambda r: r.created_at or datetime.min.replace(tzinfo=UTC),
                 reverse=True,
             )
-            return [{f: getattr(r, f) for f in fields} for r in rows[:limit]]
+            return [_recent(r) for r in rows[:limit]]
+
+
+def _object(value: JsonValue) -> JsonObject:
+    """`value` where it is a JSON object, else an empty one (a key the JSON lacks)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _recent(row: LedgerRow) -> RecentCommit:
+    assert row.created_at is not None and row.updated_at is not None
+    return RecentCommit(
+        commit_id=row.commit_id,
+        account_id=row.account_id,
+        user_id=row.user_id,
+        session_id=row.session_id,
+        phase=row.phase,
+        status=row.status,
+        error=row.error,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
 
 
 def _encode(done: Completion) -> tuple[Completion, str]:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.caches import LockedCache
+from ctxpipe.storage.commit_ledger import JsonObject
 
 
 class StepCache:
@@ -16,7 +15,7 @@ class StepCache:
         # bounded: a worker runs commits for days; 512 is far above the commits it has in flight
         self._requests: LockedCache[CommitRequest] = LockedCache.lru(maxsize)
 
-    def request(self, commit_id: str, raw: dict[str, Any]) -> CommitRequest:
+    def request(self, commit_id: str, raw: JsonObject) -> CommitRequest:
         """The request of `commit_id`, parsed from the ledger's `raw` form on first use."""
         req = self._requests.get(commit_id)
         if req is None:

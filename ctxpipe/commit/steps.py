@@ -1,7 +1,9 @@
 """Ledgered steps: each commit phase made idempotent under redelivery.
 
-A step runs its phase once per (commit id, phase): the output is stored write-once in the commit
-ledger and a redelivered step returns the stored output without running again. Each step is a
+A step runs its phase once per (commit id, phase): its output, a pydantic model (see
+`commit.outputs`), is stored write-once in the commit ledger as that model's JSON, and a
+redelivered step returns the stored output, parsed, without running again. No step takes or
+returns a bare dict: the Celery tasks dump the models they get back to JSON. Each step is a
 coroutine (`archive`, `extract`, `plan`, `write`, `register`) with a blocking twin
 (`archive_step` …) for a Celery task. CommitCoordinator awaits the same coroutines on an
 `InMemoryLedger`, so in-process commits and the tests run the code the workers run. Steps classify
@@ -18,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 from ctxpipe.commit import backlog
 from ctxpipe.commit.components import CommitComponents
@@ -30,6 +32,16 @@ from ctxpipe.commit.failures import (
     transient_as_retry,
 )
 from ctxpipe.commit.ledger import LedgerPort, store
+from ctxpipe.commit.outputs import (
+    ARCHIVE,
+    EXTRACT_KEYS,
+    EXTRACT_PREFIX,
+    PLAN,
+    RESULT,
+    WRITE,
+    ExtractorProgress,
+    PhaseOutputs,
+)
 from ctxpipe.commit.payloads import ArchiveOutcome, CommitRequest, PlanOutcome, WriteOutcome
 from ctxpipe.commit.phases import (
     archive_phase,
@@ -41,7 +53,7 @@ from ctxpipe.commit.register import register_phase, usage_by_phase
 from ctxpipe.core.config import LimitsConfig
 from ctxpipe.core.enums import CommitPhase
 from ctxpipe.core.errors import CommitError
-from ctxpipe.core.models import ExtractionResult, SessionArchive
+from ctxpipe.core.models import CommitResult, ExtractionResult, SessionArchive
 from ctxpipe.core.session import check_limits
 from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
 from ctxpipe.providers.base import run_sync
@@ -50,8 +62,6 @@ from ctxpipe.storage.commit_ledger import Completion
 P = ParamSpec("P")
 T = TypeVar("T")
 
-ARCHIVE, PLAN, WRITE, RESULT = "archive", "plan", "write", "result"
-EXTRACT_PREFIX = "extract:"
 MAX_DELIVERIES = 5  # a task that kills its worker this many times is failed, not re-run
 
 
@@ -116,11 +126,12 @@ def _state(
     *,
     phase: str = "",
     done: str = "",
-) -> tuple[CommitRequest, datetime, dict[str, dict[str, Any]]]:
-    """The request, its creation time and whichever of `keys` exist (one round trip, which
-    also counts `delivery`). A commit already marked failed (for example by the sweeper) is
-    never advanced again: its late tasks write nothing. A delivery over MAX_DELIVERIES whose
-    step has not finished (`done`: the key of its output) fails the commit in `phase`."""
+) -> tuple[CommitRequest, datetime, PhaseOutputs]:
+    """The request, its creation time and whichever of the outputs `keys` exist, parsed (one
+    round trip, which also counts `delivery`). A commit already marked failed (for example by
+    the sweeper) is never advanced again: its late tasks write nothing. A delivery over
+    MAX_DELIVERIES whose step has not finished (`done`: the key of its output) fails the
+    commit in `phase`."""
     key = delivery.key if delivery is not None else None
     state = ledger.state(commit_id, keys, key, done)
     if state is None:
@@ -134,16 +145,17 @@ def _state(
         )
         ledger.fail(commit_id, phase, msg)
         raise CommitError(msg, phase=phase)
-    return c.step_cache.request(commit_id, state.request), state.created_at, state.outputs
+    outputs = PhaseOutputs.from_stored(state.outputs)
+    return c.step_cache.request(commit_id, state.request), state.created_at, outputs
 
 
-def _need(outputs: dict[str, dict[str, Any]], key: str, phase: str) -> dict[str, Any]:
-    if key not in outputs:
+def _need(output: T | None, key: str, phase: str) -> T:
+    if output is None:
         raise CommitError(f"{key} output missing", phase=phase)
-    return outputs[key]
+    return output
 
 
-async def _run(ledger: LedgerPort, commit_id: str, phase: str, work: Awaitable[Any]) -> Any:
+async def _run(ledger: LedgerPort, commit_id: str, phase: str, work: Awaitable[T]) -> T:
     try:
         return await work
     except CommitError as exc:
@@ -156,16 +168,6 @@ async def _run(ledger: LedgerPort, commit_id: str, phase: str, work: Awaitable[A
             raise TransientStepError(phase, exc) from exc
         ledger.fail(commit_id, phase, f"{type(exc).__name__}: {exc}")
         raise CommitError(str(exc), phase=phase) from exc
-
-
-EXTRACT_KEYS = [EXTRACT_PREFIX + n for n in EXTRACTOR_NAMES]
-
-
-def extraction_results(outputs: dict[str, dict[str, Any]]) -> list[ExtractionResult]:
-    missing = [k.removeprefix(EXTRACT_PREFIX) for k in EXTRACT_KEYS if k not in outputs]
-    if missing:
-        raise CommitError(f"extractor output missing: {', '.join(missing)}", phase="extract")
-    return [ExtractionResult.model_validate(outputs[k]) for k in EXTRACT_KEYS]
 
 
 def _archived(outcome: ArchiveOutcome) -> Completion:
@@ -185,14 +187,7 @@ def _extracted(name: str, result: ExtractionResult) -> Completion:
         EXTRACT_PREFIX + name,
         result.model_dump(mode="json"),
         CommitPhase.ARCHIVED,
-        extractors={
-            name: {
-                "status": rep.status.value,
-                "candidates": rep.candidates,
-                "reason": rep.reason,
-                "duration_ms": rep.duration_ms,
-            }
-        },
+        extractors={name: ExtractorProgress.of(rep).model_dump(mode="json")},
         timings={f"extract_{name}_ms": rep.duration_ms},
         extracted_when=len(EXTRACTOR_NAMES),
     )
@@ -200,9 +195,9 @@ def _extracted(name: str, result: ExtractionResult) -> Completion:
 
 async def _archive(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, req: CommitRequest
-) -> dict[str, Any]:
+) -> ArchiveOutcome:
     outcome = await _run(ledger, commit_id, "archive", archive_phase(c, req))
-    return store(ledger, commit_id, _archived(outcome))
+    return ArchiveOutcome.model_validate(store(ledger, commit_id, _archived(outcome)))
 
 
 async def _extract(
@@ -212,9 +207,9 @@ async def _extract(
     name: str,
     req: CommitRequest,
     archived: SessionArchive,
-) -> dict[str, Any]:
+) -> ExtractionResult:
     result = await _run(ledger, commit_id, "extract", extract_phase(c, name, req, archived))
-    return store(ledger, commit_id, _extracted(name, result))
+    return ExtractionResult.model_validate(store(ledger, commit_id, _extracted(name, result)))
 
 
 async def _extract_missing(
@@ -222,18 +217,19 @@ async def _extract_missing(
     ledger: LedgerPort,
     commit_id: str,
     req: CommitRequest,
-    outs: dict[str, dict[str, Any]],
+    outs: PhaseOutputs,
     phase: str,
     pending: list[Completion] | None = None,
-) -> None:
+) -> PhaseOutputs:
     """Run, concurrently in this process, the extractors whose output is not stored yet (all
     of them on the inline canvas; on the chord's, those with nothing to ask the LLM), then
     store their outputs — and `pending`, the archive's when it ran in this step too — in one
-    transaction: one round trip and one flush to disk instead of one per output."""
-    missing = [n for n in EXTRACTOR_NAMES if EXTRACT_PREFIX + n not in outs]
+    transaction: one round trip and one flush to disk instead of one per output. Returns
+    `outs` with the outputs stored."""
+    missing = [n for n in EXTRACTOR_NAMES if n not in outs.extracted]
     done = list(pending or [])
     if missing:
-        archived = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, phase)).archive
+        archived = _need(outs.archive, ARCHIVE, phase).archive
         results = await asyncio.gather(
             *(
                 _run(ledger, commit_id, "extract", extract_phase(c, n, req, archived))
@@ -242,7 +238,7 @@ async def _extract_missing(
         )
         done += [_extracted(n, r) for n, r in zip(missing, results, strict=True)]
     stored = ledger.complete_all(commit_id, done)
-    outs.update({d.key: out for d, out in zip(done, stored, strict=True)})
+    return outs.merged({d.key: out for d, out in zip(done, stored, strict=True)})
 
 
 async def _plan(
@@ -250,27 +246,28 @@ async def _plan(
     ledger: LedgerPort,
     commit_id: str,
     req: CommitRequest,
-    outs: dict[str, dict[str, Any]],
-) -> dict[str, Any]:
-    archived = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "plan")).archive
-    results = extraction_results(outs)
+    outs: PhaseOutputs,
+) -> PlanOutcome:
+    archived = _need(outs.archive, ARCHIVE, "plan").archive
+    results = outs.extraction_results()
     outcome = await _run(ledger, commit_id, "plan", plan_phase(c, req, archived, results))
-    return ledger.complete(
+    stored = ledger.complete(
         commit_id,
         PLAN,
         outcome.model_dump(mode="json"),
         CommitPhase.PLANNED,
         timings={"plan_ms": outcome.duration_ms},
     )
+    return PlanOutcome.model_validate(stored)
 
 
 @transient_as_retry("archive")
 async def archive(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
-) -> dict[str, Any]:
+) -> ArchiveOutcome:
     req, _, outs = _state(c, ledger, commit_id, [ARCHIVE], delivery, phase="archive", done=ARCHIVE)
-    if ARCHIVE in outs:
-        return outs[ARCHIVE]
+    if outs.archive is not None:
+        return outs.archive
     return await _archive(c, ledger, commit_id, req)
 
 
@@ -281,33 +278,33 @@ async def extract(
     commit_id: str,
     name: str,
     delivery: Delivery | None = None,
-) -> dict[str, Any]:
+) -> ExtractionResult:
     key = EXTRACT_PREFIX + name
     req, _, outs = _state(c, ledger, commit_id, [key, ARCHIVE], delivery, phase="extract", done=key)
-    if key in outs:  # redelivered: the first stored output stands
-        return outs[key]
-    archived = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "extract")).archive
+    if name in outs.extracted:  # redelivered: the first stored output stands
+        return outs.extracted[name]
+    archived = _need(outs.archive, ARCHIVE, "extract").archive
     return await _extract(c, ledger, commit_id, name, req, archived)
 
 
 @transient_as_retry("plan")
 async def plan(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
-) -> dict[str, Any]:
+) -> PlanOutcome:
     """Plan the commit's writes. An extractor whose output is missing (one the chord left out:
     it had nothing to ask the LLM) runs here first."""
     keys = [PLAN, ARCHIVE, *EXTRACT_KEYS]
     req, _, outs = _state(c, ledger, commit_id, keys, delivery, phase="plan", done=PLAN)
-    if PLAN in outs:
-        return outs[PLAN]
-    await _extract_missing(c, ledger, commit_id, req, outs, "plan")
+    if outs.plan is not None:
+        return outs.plan
+    outs = await _extract_missing(c, ledger, commit_id, req, outs, "plan")
     return await _plan(c, ledger, commit_id, req, outs)
 
 
 @transient_as_retry("plan")
 async def prepare(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
-) -> dict[str, Any]:
+) -> PlanOutcome:
     """Archive, the four extractors (concurrently) and the plan in one step: the commit's
     first task where the extractors do not get tasks of their own. One ledger read for all
     three. The archive's and the extractors' outputs are stored together, in one transaction,
@@ -316,60 +313,61 @@ async def prepare(
     extractors."""
     keys = [PLAN, ARCHIVE, *EXTRACT_KEYS]
     req, _, outs = _state(c, ledger, commit_id, keys, delivery, phase="plan", done=PLAN)
-    if PLAN in outs:
-        return outs[PLAN]
+    if outs.plan is not None:
+        return outs.plan
     pending: list[Completion] = []
-    if ARCHIVE not in outs:  # stored with the extractors' outputs: a rerun redoes both
+    if outs.archive is None:  # stored with the extractors' outputs: a rerun redoes both
         archived = _archived(await _run(ledger, commit_id, "archive", archive_phase(c, req)))
-        outs[ARCHIVE] = archived.payload
+        outs = outs.merged({ARCHIVE: archived.payload})
         pending.append(archived)
-    await _extract_missing(c, ledger, commit_id, req, outs, "extract", pending)
+    outs = await _extract_missing(c, ledger, commit_id, req, outs, "extract", pending)
     return await _plan(c, ledger, commit_id, req, outs)
 
 
 @transient_as_retry("write")
 async def write(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
-) -> dict[str, Any]:
+) -> WriteOutcome:
     keys = [WRITE, ARCHIVE, PLAN]
     req, _, outs = _state(c, ledger, commit_id, keys, delivery, phase="write", done=WRITE)
-    if WRITE in outs:
-        return outs[WRITE]
-    archived = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "write")).archive
-    planned = PlanOutcome.model_validate(_need(outs, PLAN, "write"))
+    if outs.write is not None:
+        return outs.write
+    archived = _need(outs.archive, ARCHIVE, "write").archive
+    planned = _need(outs.plan, PLAN, "write")
     if req.options.dry_run or c.settings.commit.dry_run:
         outcome = WriteOutcome()
     else:
         outcome = await _run(ledger, commit_id, "write", write_phase(c, req, archived, planned))
-    return ledger.complete(
+    stored = ledger.complete(
         commit_id,
         WRITE,
         outcome.model_dump(mode="json"),
         CommitPhase.WRITTEN,
         timings={"write_ms": outcome.duration_ms, "written_at": time.time()},
     )
+    return WriteOutcome.model_validate(stored)
 
 
 @transient_as_retry("register")
 async def register(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
-) -> dict[str, Any]:
+) -> CommitResult:
     keys = [RESULT, ARCHIVE, PLAN, WRITE, *EXTRACT_KEYS]
     req, created_at, outs = _state(
         c, ledger, commit_id, keys, delivery, phase="register", done=RESULT
     )
-    if RESULT in outs:
-        return outs[RESULT]
+    if outs.result is not None:
+        return outs.result
     started = time.perf_counter()
-    archived = ArchiveOutcome.model_validate(_need(outs, ARCHIVE, "register"))
-    planned = PlanOutcome.model_validate(_need(outs, PLAN, "register"))
-    written = WriteOutcome.model_validate(_need(outs, WRITE, "register"))
-    usage = usage_by_phase(archived, extraction_results(outs), planned, written)
+    archived = _need(outs.archive, ARCHIVE, "register")
+    planned = _need(outs.plan, PLAN, "register")
+    written = _need(outs.write, WRITE, "register")
+    usage = usage_by_phase(archived, outs.extraction_results(), planned, written)
     elapsed = int((time.time() - created_at.timestamp()) * 1000)
     result = register_phase(
         c, req, archived.archive, planned, written, usage=usage, duration_ms=elapsed
     )
-    return ledger.complete(
+    stored = ledger.complete(
         commit_id,
         RESULT,
         result.model_dump(mode="json"),
@@ -378,11 +376,12 @@ async def register(
         with_result=True,
         timings={"register_ms": int((time.perf_counter() - started) * 1000), "total_ms": elapsed},
     )
+    return CommitResult.model_validate(stored)
 
 
 async def finish(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
-) -> dict[str, Any]:
+) -> CommitResult:
     """Write (the commit point), then register, in one step: the commit's last task. Each
     keeps its own write-once output and its own delivery count ("write#0", "register#0"), so
     a redelivery after the write replays it and runs only the registration. Returns the
@@ -395,7 +394,7 @@ async def finish(
 
 async def run(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
-) -> dict[str, Any]:
+) -> CommitResult:
     """`prepare`, then `finish`: a whole commit in one step, where no extractor gets a task of
     its own (one task on the workers, no hop between the plan and the write). Each step keeps
     its delivery count ("prepare#0", "write#0", "register#0"), so a redelivery resumes after

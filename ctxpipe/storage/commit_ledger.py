@@ -4,12 +4,12 @@ attempts, plus the write-once output of every phase (`commit_outputs`)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict, cast
 
 import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, Field, JsonValue, computed_field
 
 from ctxpipe.core.enums import CommitPhase
 from ctxpipe.core.errors import StorageError
@@ -26,6 +26,13 @@ PHASE_ORDER = [
     CommitPhase.REGISTERED.value,
 ]
 
+# A JSON object as a jsonb column holds it: what the ledger stores and reads back. The ledger
+# knows no phase's model; the steps dump theirs to this (`model_dump(mode="json")`) and parse
+# what is read back (`ctxpipe.commit.outputs`).
+JsonObject = dict[str, JsonValue]
+# `timings`: milliseconds by phase ("archive_ms") and epoch seconds ("written_at")
+Timings = dict[str, int | float]
+
 
 class LedgerRow(BaseModel):
     commit_id: str
@@ -35,13 +42,13 @@ class LedgerRow(BaseModel):
     session_id: str = ""
     phase: str
     status: str | None = None
-    extractors: dict[str, Any] = Field(default_factory=dict)
-    timings: dict[str, Any] = Field(default_factory=dict)
-    attempts: dict[str, Any] = Field(default_factory=dict)
+    extractors: dict[str, JsonObject] = Field(default_factory=dict)
+    timings: Timings = Field(default_factory=dict)
+    attempts: dict[str, int] = Field(default_factory=dict)
     error: str | None = None
     error_phase: str | None = None
-    request: dict[str, Any] = Field(default_factory=dict)
-    result: dict[str, Any] | None = None
+    request: JsonObject = Field(default_factory=dict)
+    result: JsonObject | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -49,10 +56,10 @@ class LedgerRow(BaseModel):
 class StepState(NamedTuple):
     """What a step reads before it runs (`state`): one round trip."""
 
-    request: dict[str, Any]
+    request: JsonObject
     created_at: datetime
     phase: str
-    outputs: dict[str, dict[str, Any]]
+    outputs: dict[str, JsonObject]
     # the reading task's deliveries so far, this one included (0: not counted)
     deliveries: int = 0
 
@@ -62,16 +69,30 @@ class Completion(NamedTuple):
     `complete`'s arguments."""
 
     key: str
-    payload: dict[str, Any]
+    payload: JsonObject
     phase: CommitPhase
-    extractors: dict[str, Any] | None = None
-    timings: dict[str, Any] | None = None
+    extractors: dict[str, JsonObject] | None = None
+    timings: Timings | None = None
     extracted_when: int | None = None
+
+
+class RecentCommit(TypedDict):
+    """A row of `recent`: a commit and where it stands."""
+
+    commit_id: str
+    account_id: str
+    user_id: str
+    session_id: str
+    phase: str
+    status: str | None
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
 
 
 def _complete_params(
     commit_id: str, done: Completion, *, status: str | None = None, with_result: bool = False
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The parameters of `ledger_complete` for one output."""
     return {
         "commit_id": commit_id,
@@ -135,7 +156,7 @@ class CommitLedger:
         self,
         commit_id: str,
         ctx: dict[str, str],
-        request: dict[str, Any],
+        request: JsonObject,
         *,
         max_pending: int = 0,
     ) -> bool:
@@ -167,9 +188,9 @@ class CommitLedger:
         phase: CommitPhase,
         *,
         status: str | None = None,
-        extractors: dict[str, Any] | None = None,
-        timings: dict[str, Any] | None = None,
-        result: dict[str, Any] | None = None,
+        extractors: dict[str, JsonObject] | None = None,
+        timings: Timings | None = None,
+        result: JsonObject | None = None,
     ) -> None:
         """Move forward to `phase` (never backwards, never out of `failed`)."""
         with self._db.connection() as conn:
@@ -197,15 +218,15 @@ class CommitLedger:
         self,
         commit_id: str,
         key: str,
-        payload: dict[str, Any],
+        payload: JsonObject,
         phase: CommitPhase,
         *,
         status: str | None = None,
-        extractors: dict[str, Any] | None = None,
-        timings: dict[str, Any] | None = None,
+        extractors: dict[str, JsonObject] | None = None,
+        timings: Timings | None = None,
         with_result: bool = False,
         extracted_when: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """One statement (one round trip, one transaction): store a phase output (the first
         writer wins) and advance the phase. `extracted_when`: with an extractor's report, move
         on to `extracted` once that many extractors have reported. Returns the stored output."""
@@ -231,7 +252,7 @@ class CommitLedger:
                 )
         return stored
 
-    def complete_all(self, commit_id: str, completions: list[Completion]) -> list[dict[str, Any]]:
+    def complete_all(self, commit_id: str, completions: list[Completion]) -> list[JsonObject]:
         """Several `complete`s in one transaction, sent as one pipeline: one round trip and one
         flush to disk for all of them (a commit's archive and its four extractors' outputs).
         All are stored or none. Returns the stored outputs, in order."""
@@ -283,14 +304,14 @@ class CommitLedger:
         with self._db.connection() as conn:
             conn.execute(self._q["ledger_touch"], {"commit_id": commit_id})
 
-    def save_output(self, commit_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def save_output(self, commit_id: str, key: str, payload: JsonObject) -> JsonObject:
         """Store a phase output once; returns the stored one (the first writer wins)."""
         with self._db.connection() as conn:
             return self._save(conn, commit_id, key, payload)
 
     def _save(
-        self, conn: psycopg.Connection[Any], commit_id: str, key: str, payload: dict[str, Any]
-    ) -> dict[str, Any]:
+        self, conn: psycopg.Connection[Any], commit_id: str, key: str, payload: JsonObject
+    ) -> JsonObject:
         row = conn.execute(
             self._q["output_save_get"],
             {"commit_id": commit_id, "phase_key": key, "payload": Jsonb(payload)},
@@ -303,14 +324,14 @@ class CommitLedger:
             raise StorageError(f"output {key!r} of commit {commit_id} vanished")
         return dict(row[0])
 
-    def load_output(self, commit_id: str, key: str) -> dict[str, Any] | None:
+    def load_output(self, commit_id: str, key: str) -> JsonObject | None:
         with self._db.connection() as conn:
             row = conn.execute(
                 self._q["output_get"], {"commit_id": commit_id, "phase_key": key}
             ).fetchone()
         return dict(row[0]) if row else None
 
-    def load_outputs(self, commit_id: str, prefix: str) -> dict[str, dict[str, Any]]:
+    def load_outputs(self, commit_id: str, prefix: str) -> dict[str, JsonObject]:
         with self._db.connection() as conn:
             rows = conn.execute(
                 self._q["output_prefix"], {"commit_id": commit_id, "prefix": prefix + "%"}
@@ -370,6 +391,7 @@ class CommitLedger:
             },
         )
 
-    def recent(self, limit: int = 20) -> list[dict[str, Any]]:
+    def recent(self, limit: int = 20) -> list[RecentCommit]:
         with self._db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            return list(cur.execute(self._q["ledger_recent"], {"limit": limit}).fetchall())
+            rows = cur.execute(self._q["ledger_recent"], {"limit": limit}).fetchall()
+        return [cast(RecentCommit, row) for row in rows]

@@ -46,7 +46,7 @@ def test_registering_again_queues_no_new_outbox_rows(make_settings, clean_db):
     write = steps.write_step(c, ledger, req.commit_id)
     result = steps.register_step(c, ledger, req.commit_id)
     events = outbox_rows(rt)
-    assert len(events) == result["stats"]["outbox_events_queued"] > 0
+    assert len(events) == result.stats.outbox_events_queued > 0
 
     c.step_cache.clear()  # a redelivery in another worker process: replayed
     assert steps.register_step(c, ledger, req.commit_id) == result

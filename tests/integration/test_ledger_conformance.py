@@ -20,11 +20,14 @@ from typing import Any
 
 import psycopg
 import pytest
+from old_outputs import OLD_EXTRACTORS, OLD_MESSAGE, OLD_OUTPUTS
+from pydantic import BaseModel
 
 from ctxpipe.commit import steps
 from ctxpipe.commit.backlog import DEFAULT_RETRY_AFTER_S
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.ledger import InMemoryLedger, LedgerPort
+from ctxpipe.commit.outputs import EXTRACT_PREFIX, ExtractorProgress, PhaseOutputs
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.commit.recovery import CommitReaper
 from ctxpipe.core.config import LimitsConfig, Settings
@@ -120,7 +123,7 @@ def row_of(ledger: Ledger, commit_id: str) -> Any:
     return row
 
 
-def run_all(c: CommitComponents, ledger: Ledger, commit_id: str) -> list[dict[str, Any]]:
+def run_all(c: CommitComponents, ledger: Ledger, commit_id: str) -> list[BaseModel]:
     out = [steps.archive_step(c, ledger, commit_id)]
     out += [steps.extract_step(c, ledger, commit_id, n) for n in EXTRACTOR_NAMES]
     out += [
@@ -604,7 +607,8 @@ def test_steps_run_once_and_replay_their_stored_output(
     assert row.phase == "registered" and row.status == "success"
     assert set(row.extractors) == set(EXTRACTOR_NAMES)
     assert {"archive_ms", "plan_ms", "write_ms", "register_ms", "total_ms"} <= set(row.timings)
-    assert row.result == outputs[-1] and row.result["stats"]["nodes_created"] >= 1
+    assert row.result == outputs[-1].model_dump(mode="json")
+    assert row.result["stats"]["nodes_created"] >= 1
     files = files_of(c)
     events = dict(c.outbox.events)  # type: ignore[union-attr]
     assert len(events) == row.result["stats"]["outbox_events_queued"] > 0
@@ -758,11 +762,11 @@ def test_prepare_runs_archive_extractors_and_plan_as_one_step(
     steps.archive_step(b, ledger, req.commit_id)
     steps.extract_step(b, ledger, req.commit_id, EXTRACTOR_NAMES[0])  # then the worker died
     planned = steps.prepare_step(b, ledger, req.commit_id, steps.Delivery("prepare", 0))
-    assert planned["items"] and planned["items"] == expected["items"]
+    assert planned.items and planned.items == expected.items
     row = row_of(ledger, req.commit_id)
     assert row.phase == "planned" and set(row.extractors) == set(EXTRACTOR_NAMES)
     assert {"archive_ms", "plan_ms"} <= set(row.timings)
-    assert ledger.load_output(req.commit_id, "plan") == planned
+    assert ledger.load_output(req.commit_id, "plan") == planned.model_dump(mode="json")
     assert steps.prepare_step(b, ledger, req.commit_id) == planned  # redelivered: replayed
 
 
@@ -776,7 +780,8 @@ def test_prepare_then_finish_run_a_commit_in_two_steps(
     assert steps.prepare_step(c, ledger, req.commit_id, steps.Delivery("prepare", 0)) == planned
     result = steps.finish_step(c, ledger, req.commit_id, steps.Delivery("finish", 0))
     row = row_of(ledger, req.commit_id)
-    assert row.phase == "registered" and result["status"] == "success" and row.result == result
+    assert row.phase == "registered" and result.status == "success"
+    assert row.result == result.model_dump(mode="json")
     assert row.attempts == {"prepare#0": 1, "write#0": 1, "register#0": 1}
     assert steps.finish_step(c, ledger, req.commit_id, steps.Delivery("finish", 0)) == result
     assert row_of(ledger, req.commit_id).attempts == row.attempts  # a replay writes nothing
@@ -793,7 +798,7 @@ def test_finish_writes_then_registers_and_a_redelivery_only_registers(
     files = files_of(c)
     result = steps.finish_step(c, ledger, req.commit_id, steps.Delivery("finish", 0))
     row = row_of(ledger, req.commit_id)
-    assert row.phase == "registered" and row.result == result
+    assert row.phase == "registered" and row.result == result.model_dump(mode="json")
     after = {k: v for k, v in files_of(c).items() if "/.commits/" not in k}
     assert after == files  # the write was replayed, not re-run (register adds its journal)
     assert row.attempts == {"write#0": 1, "register#0": 1}  # each step counts its own
@@ -812,8 +817,8 @@ def test_run_is_a_whole_commit_and_a_redelivery_resumes_where_it_stopped(
     steps.prepare_step(c, ledger, req.commit_id, steps.Delivery("prepare", 0))  # then it died
     result = steps.run_step(c, ledger, req.commit_id, steps.Delivery("run", 0))
     row = row_of(ledger, req.commit_id)
-    assert row.phase == "registered" and row.result == result
-    assert result["stats"]["nodes_created"] >= 1
+    assert row.phase == "registered" and row.result == result.model_dump(mode="json")
+    assert result.stats.nodes_created >= 1
     assert row.attempts == {"prepare#0": 1, "write#0": 1, "register#0": 1}
     files = files_of(c)
     assert steps.run_step(c, ledger, req.commit_id, steps.Delivery("run", 0)) == result
@@ -953,3 +958,55 @@ def test_a_commit_redriven_too_often_is_failed_with_the_reason(ledger: Ledger) -
     assert row.phase == "failed" and row.attempts == {"reap": 3}
     assert "re-driven 2 times after the broker restarted" in (row.error or "")
     assert reaper.reap().redriven == []  # failed: nothing more to do
+
+
+# -- outputs stored before the steps' outputs were models ---------------------------------------
+# (old_outputs.py: the JSON as a commit in flight across an upgrade has it in the ledger)
+
+
+def test_outputs_stored_as_dicts_read_back_as_models_unchanged(ledger: Ledger) -> None:
+    ledger.create("old", CTX, {})
+    for key, payload in OLD_OUTPUTS.items():
+        ledger.save_output("old", key, payload)
+    state = ledger.state("old", list(OLD_OUTPUTS))
+    assert state is not None and state.outputs == OLD_OUTPUTS
+    outs = PhaseOutputs.from_stored(state.outputs)
+    assert outs.archive is not None and outs.plan is not None and outs.write is not None
+    assert sorted(outs.extracted) == sorted(EXTRACTOR_NAMES)
+    parsed: dict[str, BaseModel] = {"archive": outs.archive, "plan": outs.plan, "write": outs.write}
+    parsed.update((EXTRACT_PREFIX + n, r) for n, r in outs.extracted.items())
+    assert {k: m.model_dump(mode="json") for k, m in parsed.items()} == OLD_OUTPUTS
+    entries = {n: ExtractorProgress.model_validate(e) for n, e in OLD_EXTRACTORS.items()}
+    assert {n: e.model_dump(mode="json") for n, e in entries.items()} == OLD_EXTRACTORS
+
+
+def test_a_commit_extracted_by_the_untyped_steps_finishes(
+    ledger: Ledger, make_components: MakeComponents
+) -> None:
+    """Archived and extracted before an upgrade (the dicts above in the ledger), then planned,
+    written and registered by these steps."""
+    c = make_components()
+    rc = RequestContext(**{**CTX, "session_id": "s-old"})
+    req = CommitRequest(commit_id="old-1", ctx=rc, messages=[OLD_MESSAGE])  # type: ignore[list-item]
+    steps.submit(ledger, req)
+    ledger.complete(req.commit_id, "archive", OLD_OUTPUTS["archive"], CommitPhase.ARCHIVED)
+    for name, entry in OLD_EXTRACTORS.items():  # as the extractor steps stored them
+        key, progress = EXTRACT_PREFIX + name, {name: entry}
+        ledger.complete(
+            req.commit_id,
+            key,
+            OLD_OUTPUTS[key],
+            CommitPhase.ARCHIVED,
+            extractors=progress,
+            extracted_when=len(EXTRACTOR_NAMES),
+        )
+    assert row_of(ledger, req.commit_id).phase == "extracted"
+    planned = steps.plan_step(c, ledger, req.commit_id)
+    old_plan = OLD_OUTPUTS["plan"]["items"]
+    assert [i.plan.target_uri for i in planned.items] == [i["plan"]["target_uri"] for i in old_plan]
+    result = steps.finish_step(c, ledger, req.commit_id)
+    row = row_of(ledger, req.commit_id)
+    assert row.phase == "registered" and result.status == "success"
+    assert result.stats.nodes_created == len(old_plan)
+    assert row.result == result.model_dump(mode="json")
+    assert row.extractors == OLD_EXTRACTORS

@@ -19,11 +19,10 @@ import secrets
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
-from ctxpipe.core.config import Settings
 from ctxpipe.core.errors import (
     InvalidURIError,
     NodeNotFoundError,
@@ -68,6 +67,9 @@ from ctxpipe.fs.node_io import (
     stat_dir,
     summarize_dir,
 )
+
+if TYPE_CHECKING:  # only a type here: importing the settings loads pydantic-settings
+    from ctxpipe.core.config import Settings
 
 UriLike = str | CtxURI
 RESERVED_NAMES = frozenset({CONTENT_FILE})

@@ -83,6 +83,25 @@ def _probe(conninfo: str, connect_timeout: float, timeout: PoolTimeout) -> None:
         raise connect_error(conninfo, exc) from timeout
 
 
+# How often the wait for a pool's first connection looks whether the pool has failed one.
+_FIRST_POLL_S = 0.02
+
+
+def _first_getconn(pool: ConnectionPool[Any], timeout: float) -> psycopg.Connection[Any]:
+    """`pool.getconn(timeout=timeout)` for a pool that has not connected yet, except that
+    PoolTimeout comes as soon as the pool has failed a connection attempt (a server that
+    refuses, a bad password): the caller's direct attempt names the cause at once, not after
+    `timeout`. A server that is slow to answer is still waited for."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return pool.getconn(timeout=max(min(left, _FIRST_POLL_S), 0.001))
+        except PoolTimeout:
+            if left <= _FIRST_POLL_S or pool.get_stats().get("connections_errors", 0):
+                raise
+
+
 class Database:
     """A lazily opened `psycopg_pool.ConnectionPool` with pgvector types registered.
 
@@ -193,7 +212,9 @@ class Database:
         first = min(self.connect_timeout, self.timeout, 1.0 if not self._connected else 1e9)
         try:
             try:
-                conn = pool.getconn(timeout=first)
+                conn = (
+                    pool.getconn(timeout=first) if self._connected else _first_getconn(pool, first)
+                )
                 self._connected = True
                 return conn
             except PoolTimeout as exc:

@@ -23,27 +23,57 @@ SHARED = {
 }
 
 
-def modules_after(code: str) -> set[str]:
-    """`sys.modules` of a fresh interpreter after `code`, with this checkout's ctxpipe."""
+PROBES = {
+    "client": "import ctxpipe.client, ctxpipe.client.langgraph_store, ctxpipe.mcp_server.__main__\n"
+    "from ctxpipe.client import AsyncCtxClient, CtxClient",
+    "api": "import ctxpipe.api.app",
+}
+
+
+def modules_after(probes: dict[str, str]) -> dict[str, set[str]]:
+    """For each probe, `sys.modules` of a fresh interpreter after its code, with this
+    checkout's ctxpipe; the interpreters run side by side."""
     root = str(Path(ctxpipe.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run(
-        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert out.returncode == 0, out.stderr
-    return set(json.loads(out.stdout.splitlines()[-1]))
+    running = {
+        name: subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, code in probes.items()
+    }
+    out: dict[str, set[str]] = {}
+    try:
+        for name, proc in running.items():
+            stdout, stderr = proc.communicate(timeout=120)
+            assert proc.returncode == 0, stderr
+            out[name] = set(json.loads(stdout.splitlines()[-1]))
+    finally:
+        for proc in running.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return out
+
+
+@pytest.fixture(scope="module")
+def probed() -> dict[str, set[str]]:
+    return modules_after(PROBES)
 
 
 def loaded(modules: set[str], package: str) -> bool:
     return any(m == package or m.startswith(package + ".") for m in modules)
 
 
-def test_the_client_loads_no_server_package() -> None:
-    mods = modules_after(
-        "import ctxpipe.client, ctxpipe.client.langgraph_store, ctxpipe.mcp_server.__main__\n"
-        "from ctxpipe.client import AsyncCtxClient, CtxClient"
-    )
+def test_the_client_loads_no_server_package(probed: dict[str, set[str]]) -> None:
+    mods = probed["client"]
     assert {"ctxpipe.client.sync", "ctxpipe.client.async_", "httpx", "pydantic"} <= mods
     assert "ctxpipe.mcp_server.server" in mods and "ctxpipe.client.langgraph_store" in mods
     assert [p for p in SERVER_PACKAGES if loaded(mods, p)] == []
@@ -51,9 +81,9 @@ def test_the_client_loads_no_server_package() -> None:
     assert sorted(m for m in ours if m not in SHARED and not m.startswith(CLIENT_SIDE)) == []
 
 
-def test_the_probe_sees_a_server_import() -> None:
+def test_the_probe_sees_a_server_import(probed: dict[str, set[str]]) -> None:
     """The same probe does see the server packages when the API is imported."""
-    mods = modules_after("import ctxpipe.api.app")
+    mods = probed["api"]
     assert loaded(mods, "fastapi") and loaded(mods, "psycopg") and loaded(mods, "redis")
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib.util
 import json
 import os
@@ -74,10 +76,16 @@ SERVICES = {
 
 
 def compose_json(*files: Path) -> dict[str, Any]:
+    """The merged configuration of `files`, as Compose resolves it (a copy: tests may edit)."""
+    return copy.deepcopy(_compose_json(files))
+
+
+@functools.cache  # the files do not change during a run; Compose is a process per call
+def _compose_json(files: tuple[Path, ...]) -> dict[str, Any]:
     args = [a for f in files[1:] for a in ("-f", str(f))]
     result = compose(*args, "config", "--format", "json", file=files[0])
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    return dict(json.loads(result.stdout))
 
 
 def test_compose_services() -> None:

@@ -55,9 +55,15 @@ CLIENT_MAY_IMPORT = (
 )
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """`path`'s syntax tree, parsed once for all the tests here (read-only)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def imports(path: Path) -> list[tuple[str, bool]]:
     """(module, at module level?) for every absolute import in `path`."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     top = {id(n) for n in tree.body}
     out: list[tuple[str, bool]] = []
     for node in ast.walk(tree):
@@ -87,7 +93,7 @@ def import_graph(root: Path = PKG) -> dict[str, set[str]]:
     for mod, path in files.items():
         package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
         targets: list[str] = []
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Import):
                 targets += [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):

@@ -13,6 +13,7 @@ from ctxpipe.core.config import ChunkingConfig
 from ctxpipe.core.enums import ContextType
 from ctxpipe.core.models import ContextNode
 from ctxpipe.fs import ContextFS, FSRelationStore
+from ctxpipe.index import prep_pool
 from ctxpipe.index.chunker import DocumentChunker
 from ctxpipe.index.indexer import Indexer
 from ctxpipe.index.memory_replica import MemoryReplica
@@ -52,17 +53,25 @@ def nodes() -> list[ContextNode]:
     return out
 
 
+CONFIG = ChunkingConfig(prep_processes=2)
+
+
 @pytest.fixture(scope="module")
 def pool() -> Iterator[PrepPool]:
-    p = PrepPool(PACKAGED_MODEL, ChunkingConfig(), 2)
-    yield p
-    p.close()
+    """The process's shared pool for `CONFIG`, started once for this module (a spawned worker
+    takes a second or two to start) and closed at its end."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(prep_pool, "_POOLS", {})  # this module's pools only, none left behind
+        p = shared_pool(PACKAGED_MODEL, CONFIG)
+        assert p is not None and p.processes == 2
+        yield p
+        p.close()
 
 
 def test_workers_give_the_chunks_and_lines_of_the_embed_worker(pool: PrepPool) -> None:
     tokens = TokenizerFile(PACKAGED_MODEL)
     assert tokens.special_tokens == 2 and tokens.word_additive and tokens.max_seq_length == 256
-    here = prepare(DocumentChunker(tokens, ChunkingConfig()), nodes(), lines=True)
+    here = prepare(DocumentChunker(tokens, CONFIG), nodes(), lines=True)
     there = pool.prepare(nodes())
     assert there == here
     chunks, lines = there[0]  # type: ignore[misc]
@@ -71,7 +80,7 @@ def test_workers_give_the_chunks_and_lines_of_the_embed_worker(pool: PrepPool) -
 
 
 def test_an_indexer_with_prep_processes_writes_the_same_rows(
-    tmp_path: Path, hash_embedder: type[HashEmbedder]
+    tmp_path: Path, hash_embedder: type[HashEmbedder], pool: PrepPool
 ) -> None:
     tokens = TokenizerFile(PACKAGED_MODEL)
     rows = []
@@ -80,7 +89,8 @@ def test_an_indexer_with_prep_processes_writes_the_same_rows(
         uris = [fs.write_node(n).uri for n in nodes()[:-1]]
         replica = MemoryReplica(8)
         config = ChunkingConfig(prep_processes=processes)
-        assert (shared_pool(PACKAGED_MODEL, config) is not None) == bool(processes)
+        # the indexer's pool: none without prep processes, else the one kept for these settings
+        assert shared_pool(PACKAGED_MODEL, config) is (pool if processes else None)
         embedder = hash_embedder(PACKAGED_MODEL, tokens)
         indexer = Indexer(fs, FSRelationStore(fs), replica, embedder, config)
         report = indexer.sync_nodes(uris)

@@ -85,7 +85,8 @@ def chat_server() -> Iterator[dict[str, Any]]:
             self.wfile.write(body)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # a short poll interval: shutdown() waits up to one interval (0.5 s by default)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     state["url"] = f"http://127.0.0.1:{server.server_address[1]}/v1"
     yield state

@@ -70,3 +70,51 @@ def test_the_judge_reads_both_outcomes() -> None:
 )
 def test_single_valued_attributes(line: str, slot: str | None) -> None:
     assert slot_of(line) == slot
+
+
+def test_a_line_that_sets_two_attributes_closes_the_old_value_of_each() -> None:
+    from ctxpipe.providers.rules.topics import slots_of
+
+    moved = "The user left Berlin and moved to Munich, where the user now leads a team at Initech."
+    assert slots_of(moved) == ("home", "work")
+    assert slots_of("The user lives in Lisbon.") == ("home",)
+    assert slots_of("The user loves jazz.") == ()
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [  # one common word between two lines is not a topic; nor is the owner's name
+        (
+            "Caroline's friends are their rocks and give Caroline the strength to push on.",
+            "They're a huge part of Caroline's journey and remind Caroline to never give up!",
+        ),
+        (
+            "It made Caroline think how much work is left for LGBTQ rights.",
+            "Now Caroline's relationships feel more genuine.",
+        ),
+        (
+            "Jon is gonna keep on going and never quit.",
+            "Jon will keep pushing and working to make their dreams happen.",
+        ),
+    ],
+)
+def test_lines_that_share_a_word_but_not_a_topic_both_stay_valid(old: str, new: str) -> None:
+    from ctxpipe.providers.rules.lines import parse_lines
+    from ctxpipe.providers.rules.merge import merge_lines
+
+    owner = old.split()[0].removesuffix("'s")
+    merged, conflicts, added, _ = merge_lines(
+        parse_lines(f"- {old} [m1]"), parse_lines(f"- {new} [m2]"), True, owner
+    )
+    assert added == 1 and not conflicts
+    assert all(ln.active for ln in merged)
+
+
+def test_a_reversal_on_the_same_topic_still_closes_the_line() -> None:
+    from ctxpipe.providers.rules.lines import parse_lines
+    from ctxpipe.providers.rules.merge import merge_lines
+
+    old = parse_lines("- Ana loves running in the morning. [m1]")
+    new = parse_lines("- Ana doesn't love running anymore. [m2]")
+    merged, conflicts, _, _ = merge_lines(old, new, True, "Ana")
+    assert conflicts and not merged[0].active and merged[1].active

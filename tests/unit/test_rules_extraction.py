@@ -102,6 +102,26 @@ def test_preferences_from_attitudes_and_instructions() -> None:
     assert not any("check" in m.overview for m in mems)
 
 
+@pytest.mark.parametrize(
+    ("sentence", "instruction"),
+    [
+        ("Please keep explanations short.", True),
+        ("Always answer in metric units!", True),  # an exclamation with a request's marker
+        ("Use bullet points for the steps.", True),
+        ("Wow, that looks great!", False),  # an exclamation: no request
+        ("Keep it up, you're doing great!", False),
+        ("Love that purple color!", False),  # the speaker's own attitude, subject left out
+        ("I keep my notes in Obsidian.", False),  # a subject: a statement
+    ],
+)
+def test_what_counts_as_a_standing_instruction(sentence: str, instruction: bool) -> None:
+    from ctxpipe.providers.rules.extract import _instruction
+    from ctxpipe.providers.rules.inputs import load_messages
+
+    msg = load_messages([{"id": "m1", "role": "user", "content": sentence}])[0]
+    assert (_instruction(msg, sentence) is not None) is instruction
+
+
 def test_preferences_travel_and_food() -> None:
     mems = extract("wedding_trip_planning", "extraction.preferences")
     food = next(m for m in mems if "spicy" in m.overview)

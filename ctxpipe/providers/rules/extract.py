@@ -24,11 +24,12 @@ from ctxpipe.providers.rules.lines import Line, render_lines, synthesize
 from ctxpipe.providers.rules.speech import first_person_subject, lemmas, verb_lemma
 from ctxpipe.providers.rules.statements import MIN_CONTENT, Statement, statements
 from ctxpipe.providers.rules.text import is_question, slugify
-from ctxpipe.providers.rules.topics import lemma, main_verb, slot_of, topic_words
+from ctxpipe.providers.rules.topics import ATTITUDE, lemma, main_verb, slot_of, topic_words
 
 CONFIDENCE = 0.7
 EVENT_SENTENCES = 6  # an event line tells at most this many sentences of its message
 _WORD_RE = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*")
+_DIRECTIVE = ("please", "always", "never", "don't")  # what marks a sentence as a request
 
 
 def _speakers(messages: list[Msg]) -> list[str]:
@@ -94,14 +95,21 @@ def topic_key(text: str) -> str:
 def _instruction(msg: Msg, sentence: str) -> Statement | None:
     """An imperative sentence of the user: a standing instruction to the other party. It
     opens with a verb in its base form (after "please", "always", "never", "don't") that is
-    not an adverb or adjective as well, and has no subject: no first person, no finite verb."""
+    not an adverb or adjective as well, and has no subject: no first person, no finite verb.
+    An exclamation is an instruction only with one of those markers ("Wow, that looks
+    great!" is not); an attitude verb without its subject is the speaker's own ("Love that
+    colour!": I love it), not a request."""
     words = _WORD_RE.findall(sentence)
-    lead = [w for w in words[:3] if w.lower() not in ("please", "always", "never", "don't")]
+    lead = [w for w in words[:3] if w.lower() not in _DIRECTIVE]
     if not lead or is_question(sentence) or len(content_tokens(sentence)) < MIN_CONTENT:
+        return None
+    if sentence.rstrip().endswith("!") and len(lead) == len(words[:3]):
         return None
     first = lead[0].lower()
     pos = lemmas(first)
     if verb_lemma(first) != first or "ADV" in pos or "ADJ" in pos or first in ("let", "be"):
+        return None
+    if first in ATTITUDE:
         return None
     finite = {"is", "are", "was", "were", "has", "have", "had", "does", "did", "will"}
     if first_person_subject(sentence) or finite & {w.lower() for w in words[1:]}:

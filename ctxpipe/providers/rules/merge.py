@@ -18,15 +18,18 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ctxpipe.core.text import containment, jaccard, token_set
+from ctxpipe.core.text import containment, jaccard, stem, token_set
 from ctxpipe.core.validity import TEMPORAL_CATEGORIES
 from ctxpipe.providers.rules.lines import Line, parse_lines, render_lines, synthesize
 from ctxpipe.providers.rules.speech import verb_lemma
 from ctxpipe.providers.rules.topics import (
+    WORD_RE,
     is_change,
     is_negated,
+    lemma,
     main_verb,
     slot_of,
+    slots_of,
     topic_words,
 )
 
@@ -41,6 +44,7 @@ class _Features:
     tokens: frozenset[str]
     topic: frozenset[str]
     slot: str | None
+    slots: tuple[str, ...]
     negated: bool
     change: bool
     key: str | None
@@ -56,6 +60,7 @@ def _features(text: str) -> _Features:
         frozenset(token_set(text)),
         frozenset(topic_words(text)),
         slot_of(text),
+        slots_of(text),
         is_negated(text) != reversed_verb,
         is_change(text),
         key.group(1) if key else None,
@@ -68,7 +73,7 @@ class _Facts:
     def __init__(self, line: Line) -> None:
         self.line = line
         f = _features(line.text)
-        self.tokens, self.topic, self.slot = f.tokens, f.topic, f.slot
+        self.tokens, self.topic, self.slot, self.slots = f.tokens, f.topic, f.slot, f.slots
         self.negated, self.change, self.key = f.negated, f.change, f.key
 
 
@@ -82,18 +87,28 @@ def same_statement(old: _Facts, new: _Facts) -> bool:
     )
 
 
-def supersedes(old: _Facts, new: _Facts) -> bool:
+def same_topic(old: _Facts, new: _Facts, owner: frozenset[str] = frozenset()) -> bool:
+    """Are two lines about the same thing? Their topic words (the memory owner's name aside:
+    every line of a memory is about its owner) overlap by half or more (Dice: twice the shared
+    words over both counts) — one common word ("keep", "feel", "work") between two lines that
+    say different things is not a topic."""
+    a, b = old.topic - owner, new.topic - owner
+    return bool(a & b) and 4 * len(a & b) >= len(a) + len(b)
+
+
+def supersedes(old: _Facts, new: _Facts, owner: frozenset[str] = frozenset()) -> bool:
     """Does `new` contradict or replace `old` (both valid lines of one owner and category)?
 
-    - the same single-valued attribute (home, work, name, response style) with a value the old
-      line does not state (a topic word it lacks);
-    - the same topic (a shared topic word) with a reversal: the polarity flips (a negation on
-      one side only) or the new line says it is a change ("anymore", "no longer", "now",
+    - the single-valued attribute the old line states (home, work, name, response style) set
+      by the new one (among others) to a value the old line does not state (a topic word it
+      lacks);
+    - the same topic (`same_topic`) with a reversal: the polarity flips (a negation on one
+      side only) or the new line says it is a change ("anymore", "no longer", "now",
       "instead", "stopped", "switched" …).
     """
-    if old.slot is not None and old.slot == new.slot:
+    if old.slot is not None and old.slot in new.slots:
         return bool(new.topic - old.topic) or old.negated != new.negated
-    if not old.topic & new.topic:
+    if not same_topic(old, new, owner):
         return False
     return old.negated != new.negated or new.change
 
@@ -114,17 +129,21 @@ def collapse(lines: list[Line]) -> list[Line]:
 
 
 def merge_lines(
-    old: list[Line], new: list[Line], temporal: bool
+    old: list[Line], new: list[Line], temporal: bool, owner: str = ""
 ) -> tuple[list[Line], list[str], int, int]:
     """(merged lines, conflicts "old -> new", lines added, lines folded into old ones).
 
     The bundle is settled first (`collapse`, then its own lines in order: a later line closes
     an earlier one it replaces), so merging the same bundle twice changes nothing. The valid
     lines are grouped by their text: a new line is compared once with each distinct
-    statement, however often a memory repeats it."""
+    statement, however often a memory repeats it. `owner` is whom the memory is about (its
+    name is no topic of its own)."""
     new = collapse(new)
     if old:
-        new = merge_lines([], new, temporal)[0]
+        new = merge_lines([], new, temporal, owner)[0]
+    owner_words = frozenset(
+        stem(lemma(w.lower().removesuffix("'s"))) for w in WORD_RE.findall(owner)
+    )
     facts = [_Facts(ln) for ln in old]
     valid: dict[str, list[_Facts]] = {}
     for f in facts:
@@ -155,7 +174,7 @@ def merge_lines(
             for text, group in list(valid.items()):
                 f = group[0]
                 keyed = n.key is not None and n.key == f.key and keys[n.key] == 1
-                if keyed or (temporal and n.key is None and supersedes(f, n)):
+                if keyed or (temporal and n.key is None and supersedes(f, n, owner_words)):
                     for g in group:
                         g.line.close(n.line)
                     del valid[text]
@@ -186,6 +205,7 @@ def merge_bundle(variables: dict[str, Any]) -> dict[str, Any]:
     merged: dict[str, list[Line]] = {}
     conflicts: list[str] = []
     added = folded = kept = 0
+    subject = _subject(new_abs) or _subject(old_abs)
     for level in ("overview", "content"):
         old = parse_lines(str(variables.get(f"existing_{level}") or ""))
         new = parse_lines(str(variables.get(f"new_{level}") or ""))
@@ -193,12 +213,11 @@ def merge_bundle(variables: dict[str, Any]) -> dict[str, Any]:
             old = old or (parse_lines(f"- {old_abs}") if old_abs else [])
             new = new or (parse_lines(f"- {new_abs}") if new_abs else [])
             kept = len(old)
-        lines, found, n_added, n_folded = merge_lines(old, new, temporal)
+        lines, found, n_added, n_folded = merge_lines(old, new, temporal, subject)
         merged[level] = lines
         conflicts.extend(c for c in found if c not in conflicts)
         if level == "overview":
             added, folded = n_added, n_folded
-    subject = _subject(new_abs) or _subject(old_abs)
     body = merged["overview"] or merged["content"]
     abstract = synthesize(subject, headline(body)) if body else (new_abs or old_abs or "(empty)")
     reason = f"kept all {kept} existing line(s); added {added} new; folded {folded} duplicate(s)"

@@ -105,21 +105,36 @@ _OWN_RE = re.compile(r"(?:'s|\btheir)\s+([a-z]+)(?:\s+([a-z]+))?")
 
 
 def verbs_of(text: str) -> set[str]:
-    """The main verb of `text` and the verbs coordinated with it ("left Berlin and moved to
-    Munich" → leave, move)."""
+    """The main verb of `text`, the verbs coordinated with it ("left Berlin and moved to
+    Munich" → leave, move) and the verbs of its later clauses with the same subject ("…, where
+    the user now leads a team" → lead)."""
     found = {main_verb(text)}
     for m in re.finditer(r"\band\s+(?:then\s+)?([a-z]+)", text):
         lem = verb_lemma(m.group(1))
         if lem and lem != m.group(1) and "NOUN" not in lemmas(m.group(1)):
             found.add(lem)
+    subject = WORD_RE.findall(text)[:1]
+    if subject:
+        who = "the user" if subject[0].lower() == "the" else re.escape(subject[0])
+        for m in re.finditer(rf"(?<=\s){who}((?:\s+[a-z]+){{1,3}})", text, re.I):
+            after = [w for w in m.group(1).split() if not is_adverb_only(w)]
+            lem = verb_lemma(after[0]) if after else None
+            if lem and lem != after[0].lower():  # an inflected verb: a finite clause
+                found.add(lem)
     return found
 
 
 def slot_of(text: str) -> str | None:
-    """The single-valued attribute a statement is about (None: it accumulates): a verb of the
-    speaker states it ("lives", "moved", "works"), a noun the speaker owns names it ("the
-    user's job"), it says what the speaker is at an organisation ("is a nurse at St. Mary's"),
-    or it is an attitude to the replies the speaker gets ("prefers short answers")."""
+    """The single-valued attribute a statement is about first (None: it accumulates)."""
+    slots = slots_of(text)
+    return slots[0] if slots else None
+
+
+def slots_of(text: str) -> tuple[str, ...]:
+    """The single-valued attributes a statement sets: a verb of the speaker states one
+    ("lives", "moved", "works"), a noun the speaker owns names it ("the user's job"), it says
+    what the speaker is at an organisation ("is a nurse at St. Mary's"), or it is an attitude
+    to the replies the speaker gets ("prefers short answers")."""
     _, own = subject_verb(text)  # a verb of someone else (a sister's home) is not the speaker's
     words = word_lemmas(text)
     verbs = verbs_of(text) if own else set()
@@ -130,15 +145,16 @@ def slot_of(text: str) -> str | None:
         for w in m.groups()
         if w
     }
+    found: list[str] = []
     if own and _ROLE_AT_RE.search(text):
-        return "work"
+        found.append("work")
     for name, (slot_verbs, nouns) in SLOTS.items():
         if name == "response style":
             if nouns & words and (words & ATTITUDE or verbs & ATTITUDE):
-                return name
+                found.append(name)
         elif verbs & slot_verbs or owned & nouns:
-            return name
-    return None
+            found.append(name)
+    return tuple(dict.fromkeys(found))
 
 
 def _owner_is_subject(text: str, m: re.Match[str]) -> bool:

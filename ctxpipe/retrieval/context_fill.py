@@ -9,6 +9,12 @@ memory), breadth first — every hit's short view before any hit is opened to L1
 takes the pool before the query-independent profile lines do. A unit whose content words are
 already in the context (a memory line restating a turn placed above it, the same archive line
 reached by two hits) is left out: repeated words cost tokens and hold nothing new.
+
+Evidence is packed in rank order, never reordered to fill the budget: a hit that does not fit
+whole is not skipped for a shorter one ranked below it; the first that does not fit takes the
+budget's last tokens, cut at a line (or word) boundary. Skipping it used to let the shorter,
+worse hits below it take its place, and the context held the answer less often than find's
+hits joined in rank order at the same budget.
 """
 
 from __future__ import annotations
@@ -119,8 +125,10 @@ class Placer:
             for c in rank_candidates([c for c in cands if c.section in group]):
                 head = 0 if c.section in opened else self.header(c.section)
                 p = self.fit(c, 0, room - head, seen)
-                if p is None or (p.truncated and (c.section in EVIDENCE or p.tokens < 12)):
-                    continue  # evidence is placed whole (the pool may still take it)
+                if p is not None and p.truncated and c.section in EVIDENCE:
+                    break  # evidence goes in rank order: the pool goes on from this one
+                if p is None or (p.truncated and p.tokens < 12):
+                    continue
                 placed[c.key] = p
                 room -= p.tokens + head
                 opened.add(c.section)
@@ -131,12 +139,14 @@ class Placer:
         for c in rank_candidates([c for c in cands if c.key not in placed]):
             cost_header = 0 if c.section in opened else self.header(c.section)
             p = self.fit(c, 0, pool - cost_header, seen)
-            if p is None or p.truncated:
+            if p is None or (p.truncated and c.section not in EVIDENCE):
                 continue
             placed[c.key] = p
             pool -= p.tokens + cost_header
             opened.add(c.section)
             seen |= words_of(p.units)
+            if p.truncated:  # the next hit in rank order, cut to the budget's last tokens
+                return placed
         # the budget's last tokens: the best evidence left, cut to fit
         for c in rank_candidates([c for c in cands if c.key not in placed]):
             if c.section not in EVIDENCE:

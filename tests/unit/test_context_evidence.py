@@ -101,6 +101,20 @@ def test_a_line_whose_words_the_context_holds_is_left_out() -> None:
     assert res.text.count("Kungsleden trail in Sweden") == 1
 
 
+def test_evidence_is_packed_in_rank_order_and_the_first_that_does_not_fit_is_cut() -> None:
+    filler = " ".join(f"detail{i}" for i in range(60))
+    best = turn(1, "We hiked the Kungsleden trail in Sweden for nine days.", 0.9)
+    long = turn(2, f"Tom and I packed the tent, the stove and {filler}", 0.8)
+    short = [turn(i, f"Short note number {i} about the garden.", 0.5) for i in range(3, 6)]
+    res = build([best, long, *short], budget=120)
+    keys = evidence(res)
+    assert keys[:2] == [k for k in keys if "/s1/" in k or "/s2/" in k]  # ranks 1 and 2 first
+    item = next(i for s in res.sections for i in s.items if "/s2/" in i.key)
+    assert item.truncated  # cut to the budget's last tokens, not skipped
+    assert not any("/s3/" in k or "/s4/" in k for k in keys)  # nothing below it jumps ahead
+    assert res.total_tokens <= 120
+
+
 def test_no_line_is_cut_to_a_stub() -> None:
     long = " ".join(f"word{i}" for i in range(80))
     hits = [turn(i, f"Ann said {long}", 1.0 / (i + 1)) for i in range(4)]

@@ -156,6 +156,21 @@ def _cost_metrics(cost: LLMCost) -> Iterator[Metric]:
             "LLM completion tokens of the registered commits, by phase",
             "completion_tokens",
         ),
+        (
+            "ctxpipe_llm_repaired",
+            "LLM calls of the registered commits answered by a repaired reply, by phase",
+            "repaired",
+        ),
+        (
+            "ctxpipe_llm_retried",
+            "LLM attempts of the registered commits re-sent for unusable output, by phase",
+            "retried",
+        ),
+        (
+            "ctxpipe_llm_failed",
+            "LLM calls of the registered commits that failed after every attempt, by phase",
+            "failed",
+        ),
     ):
         c = CounterMetricFamily(name, doc, labels=["phase"])
         for phase, usage in sorted(cost.by_phase.items()):

@@ -118,13 +118,22 @@ class LLMUsage(BaseModel):
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    retries: int = 0
+    retries: int = 0  # attempts re-sent, for any cause (timeouts, 429 and 5xx, bad output)
+    # structured output: calls answered by a reply that was repaired locally (fences, prose,
+    # trailing commas, ...); attempts re-sent because the reply held no valid object even
+    # repaired (part of `retries`); calls that ended without an object, after every attempt
+    repaired: int = 0
+    retried: int = 0
+    failed: int = 0
 
     def add(self, other: LLMUsage) -> None:
         self.calls += other.calls
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.retries += other.retries
+        self.repaired += other.repaired
+        self.retried += other.retried
+        self.failed += other.failed
 
 
 class ExtractorReport(BaseModel):

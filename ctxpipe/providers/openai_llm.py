@@ -2,11 +2,15 @@
 llama.cpp server, ...).
 
 One `complete_json` call = one rendered prompt, up to `1 + settings.llm_max_retries` HTTP
-attempts. Retried (exponential backoff with full jitter): timeouts, connection errors, HTTP 429
-and 5xx, and output that is not JSON, is truncated (`finish_reason == "length"`) or does not
-validate against the schema. Other HTTP errors (401, 404, a 400 not about `response_format`)
-fail at once. When the server rejects `response_format: json_schema`, the instance falls back to
-`json_object` (and then to no `response_format`) and remembers that for later calls.
+attempts. A reply that is not strict JSON is first repaired locally
+(`ctxpipe.providers.structured_output`: fences, prose, trailing commas, single quotes, ...) and
+validated against the schema. Retried (exponential backoff with full jitter): timeouts,
+connection errors, HTTP 429 and 5xx, and output that even repaired holds no valid object, or is
+truncated (`finish_reason == "length"`). `LLMUsage` counts the calls `repaired`, the attempts
+`retried` for bad output and the calls `failed`. Other HTTP errors (401, 404, a 400 not about
+`response_format`) fail at once. When the server rejects `response_format: json_schema`, the
+instance falls back to `json_object` (and then to no `response_format`) and remembers that for
+later calls.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import ssl
 from typing import Any, Literal, TypeVar
 
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -33,6 +37,7 @@ from ctxpipe.core.errors import LLMError
 from ctxpipe.core.session import RequestContext
 from ctxpipe.providers.base import LLMUsage, run_sync
 from ctxpipe.providers.prompts import PromptRegistry, default_registry
+from ctxpipe.providers.structured_output import OutputRefused, parse_reply
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +54,6 @@ def _ssl_context() -> ssl.SSLContext:
 
 
 SYSTEM_PROMPT = "You are a precise assistant. Reply with JSON only: one JSON object, no prose."
-_FENCE_RE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 _BODY_SNIPPET = 300
 
 
@@ -67,28 +71,6 @@ class _FormatRejected(Exception):
 
 def _schema_name(prompt_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", prompt_id)[:64] or "output"
-
-
-def extract_json_text(content: str) -> str:
-    """The JSON object inside a model reply: strips ```json fences and stray prose."""
-    text = content.strip()
-    match = _FENCE_RE.match(text)
-    if match:
-        text = match.group(1).strip()
-    if not text.startswith("{"):
-        start, end = text.find("{"), text.rfind("}")
-        if start != -1 and end > start:
-            text = text[start : end + 1]
-    return text
-
-
-def _validation_summary(exc: ValidationError, limit: int = 3) -> str:
-    parts = []
-    for err in exc.errors()[:limit]:
-        loc = ".".join(str(p) for p in err.get("loc", ())) or "<root>"
-        parts.append(f"{loc}: {err.get('msg', '')}")
-    more = exc.error_count() - limit
-    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
 
 
 def _snippet(text: str) -> str:
@@ -141,7 +123,7 @@ class OpenAICompatibleLLM:
             stop=stop_after_attempt(self._attempts),
             wait=wait_random_exponential(multiplier=self._wait_s, max=self._wait_max_s),
             retry=retry_if_exception_type(_RetryableError),
-            before_sleep=lambda state: self._log_retry(prompt_id, state),
+            before_sleep=lambda state: self._before_retry(prompt_id, state, call_usage),
             reraise=True,
         )
         try:
@@ -153,11 +135,13 @@ class OpenAICompatibleLLM:
                             client, prompt_id, prompt, schema, ctx, call_usage
                         )
         except LLMError as exc:
+            call_usage.failed = 1
             raise LLMError(
                 f"LLM prompt {prompt_id!r} failed on attempt {attempts}: {exc}",
                 transient=exc.transient,
             ) from exc
         except _RetryableError as exc:
+            call_usage.failed = 1
             raise LLMError(
                 f"LLM prompt {prompt_id!r} failed after {attempts} attempt(s) against "
                 f"{self._url} (model {self._model}): {exc}",
@@ -194,8 +178,10 @@ class OpenAICompatibleLLM:
             verify=_ssl_context(),
         )
 
-    def _log_retry(self, prompt_id: str, state: RetryCallState) -> None:
+    def _before_retry(self, prompt_id: str, state: RetryCallState, usage: LLMUsage) -> None:
         exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, _RetryableError) and not exc.transient:
+            usage.retried += 1  # the output, not the infrastructure
         log.warning(
             "LLM prompt %s attempt %d/%d failed, retrying: %s",
             prompt_id,
@@ -319,16 +305,13 @@ class OpenAICompatibleLLM:
             refusal = message.get("refusal")
             why = f"refusal: {_snippet(str(refusal))}" if refusal else "empty message content"
             raise _RetryableError(why, transient=False)
-        text = extract_json_text(content)
         try:
-            return schema.model_validate_json(text)
-        except ValidationError as exc:
-            kind = (
-                "not valid JSON"
-                if any(e.get("type") == "json_invalid" for e in exc.errors())
-                else f"does not match schema {schema.__name__}"
-            )
+            parsed = parse_reply(content, schema)
+        except OutputRefused as exc:
             raise _RetryableError(
-                f"output {kind}: {_validation_summary(exc)}; output was: {_snippet(content)}",
-                transient=False,
+                f"output {exc}; output was: {_snippet(content)}", transient=False
             ) from exc
+        if parsed.repaired:
+            usage.repaired = 1
+            log.debug("LLM output repaired into %s: %s", schema.__name__, _snippet(content))
+        return parsed.value

@@ -20,7 +20,7 @@ from ctxpipe.core.llm_schemas import ExtractionOutput, MergeOutput
 from ctxpipe.core.models import ArchiveSummary
 from ctxpipe.core.session import RequestContext
 from ctxpipe.providers.base import LLM, LLMUsage
-from ctxpipe.providers.openai_llm import OpenAICompatibleLLM, extract_json_text
+from ctxpipe.providers.openai_llm import OpenAICompatibleLLM
 from ctxpipe.providers.prompts import PromptRegistry
 
 
@@ -183,10 +183,27 @@ def test_async_api_and_fenced_output(server: FakeServer, registry: PromptRegistr
     fenced = "```json\n" + VALID_SUMMARY + "\n```"
     server.script = [Reply(content=fenced)]
     llm = make_llm(server, registry)
+    usage = LLMUsage()
     out = asyncio.run(
-        llm.complete_json("compression.archive_summary", ARCHIVE_VARS, ArchiveSummary)
+        llm.complete_json("compression.archive_summary", ARCHIVE_VARS, ArchiveSummary, None, usage)
     )
     assert out.summary == "User prefers tabs."
+    assert len(server.requests) == 1
+    assert (usage.repaired, usage.retried, usage.failed, usage.retries) == (1, 0, 0, 0)
+
+
+def test_prose_and_trailing_comma_repaired_without_retry(
+    server: FakeServer, registry: PromptRegistry
+) -> None:
+    reply = "Here is the JSON:\n{'summary': 'User prefers tabs.', 'key_topics': ['tabs',],}\nDone."
+    server.script = [Reply(content=reply), Reply(status=500, body='{"error": "not asked"}')]
+    usage = LLMUsage()
+    out = make_llm(server, registry).complete_json_sync(
+        "compression.archive_summary", ARCHIVE_VARS, ArchiveSummary, usage=usage
+    )
+    assert out == ArchiveSummary(summary="User prefers tabs.", key_topics=["tabs"])
+    assert len(server.requests) == 1
+    assert (usage.repaired, usage.retried, usage.failed) == (1, 0, 0)
 
 
 def test_schema_violation_fails_after_retries(server: FakeServer, registry: PromptRegistry) -> None:
@@ -212,6 +229,7 @@ def test_schema_violation_fails_after_retries(server: FakeServer, registry: Prom
     assert info.value.transient is False
     assert len(server.requests) == 3
     assert usage.calls == 1 and usage.retries == 2 and usage.prompt_tokens == 300
+    assert (usage.repaired, usage.retried, usage.failed) == (0, 2, 1)
 
 
 def test_garbage_then_valid_is_retried(server: FakeServer, registry: PromptRegistry) -> None:
@@ -228,6 +246,8 @@ def test_garbage_then_valid_is_retried(server: FakeServer, registry: PromptRegis
     assert len(server.requests) == 2
     assert usage.calls == 1 and usage.retries == 1
     assert usage.prompt_tokens == 200 and usage.completion_tokens == 40
+    # "{summary: oops" is cut inside a bare word: refused by the repair, so asked again
+    assert (usage.repaired, usage.retried, usage.failed) == (0, 1, 0)
 
 
 def test_always_garbage_fails_clearly(server: FakeServer, registry: PromptRegistry) -> None:
@@ -247,6 +267,8 @@ def test_truncated_output_is_retried(server: FakeServer, registry: PromptRegistr
     usage = LLMUsage()
     llm.complete_json_sync("compression.archive_summary", ARCHIVE_VARS, ArchiveSummary, usage=usage)
     assert usage.retries == 1
+    # a reply the server says hit the token limit is asked again, not repaired
+    assert (usage.repaired, usage.retried) == (0, 1)
 
 
 def test_json_schema_rejected_falls_back_to_json_object(
@@ -301,15 +323,20 @@ def test_http_500_then_valid(server: FakeServer, registry: PromptRegistry) -> No
     )
     assert out.summary == "User prefers tabs."
     assert usage.retries == 1 and len(server.requests) == 2
+    assert usage.retried == 0  # an infrastructure retry, not bad output
 
 
 def test_http_429_exhausted_is_transient(server: FakeServer, registry: PromptRegistry) -> None:
     server.script = [Reply(status=429, body='{"error": "rate limited"}')]
     llm = make_llm(server, registry, retries=1)
+    usage = LLMUsage()
     with pytest.raises(LLMError, match="HTTP 429") as info:
-        llm.complete_json_sync("compression.archive_summary", ARCHIVE_VARS, ArchiveSummary)
+        llm.complete_json_sync(
+            "compression.archive_summary", ARCHIVE_VARS, ArchiveSummary, usage=usage
+        )
     assert info.value.transient is True
     assert len(server.requests) == 2
+    assert (usage.retries, usage.retried, usage.failed) == (1, 0, 1)
 
 
 def test_http_401_is_not_retried(server: FakeServer, registry: PromptRegistry) -> None:
@@ -351,13 +378,6 @@ def test_missing_variable_is_prompt_error_without_request(
     with pytest.raises(PromptError, match="new_content"):
         llm.complete_json_sync("policy.merge_bundle", {"category": "preferences"}, MergeOutput)
     assert server.requests == []
-
-
-def test_extract_json_text() -> None:
-    assert extract_json_text('```json\n{"a": 1}\n```') == '{"a": 1}'
-    assert extract_json_text('```\n{"a": 1}\n```') == '{"a": 1}'
-    assert extract_json_text('Here you go: {"a": {"b": 2}} hope it helps') == '{"a": {"b": 2}}'
-    assert extract_json_text('  {"a": 1}  ') == '{"a": 1}'
 
 
 def test_factory_builds_openai(server: FakeServer, registry: PromptRegistry) -> None:

@@ -1,6 +1,8 @@
 """The commit pipeline on the `openai` provider, against a chat-completions server on
 127.0.0.1: a model that answers in schema works end to end (and its token usage lands in the
-commit stats); a model that only ever answers garbage fails the commit with nothing written."""
+commit stats); a model that wraps its JSON in prose and fences, as local models do, works
+without a retry (its replies counted `repaired` per phase); a model that only ever answers
+garbage fails the commit with nothing written."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from conftest import SESSION_1, commit, request, snapshot
+from conftest import SESSION_1, SESSION_2, commit, request, snapshot
 
 from ctxpipe.core.enums import CommitStatus
 from ctxpipe.core.errors import CommitError
@@ -20,6 +22,16 @@ from ctxpipe.providers.openai_llm import OpenAICompatibleLLM
 
 def answer(schema_name: str, prompt: str) -> str:
     """A tiny 'model': valid JSON for each prompt kind, citing ids seen in the prompt."""
+    if "merge" in schema_name:
+        return json.dumps(
+            {
+                "abstract": "Alice is an ML engineer at Globex in Berlin.",
+                "overview": "- ML engineer at Globex\n- lives in Berlin",
+                "content": "- works as a machine learning engineer at Globex [n1]\n"
+                "- lives in Berlin [m1]",
+                "reason": "new employer",
+            }
+        )
     if "archive" in schema_name:
         return json.dumps(
             {
@@ -27,6 +39,21 @@ def answer(schema_name: str, prompt: str) -> str:
                 "key_topics": ["airflow"],
                 "key_decisions": [],
                 "unresolved": [],
+            }
+        )
+    if "profile" in schema_name and "[n1]" in prompt:
+        return json.dumps(
+            {
+                "memories": [
+                    {
+                        "category": "profile",
+                        "routing_key": "profile",
+                        "abstract": "Alice is a machine learning engineer at Globex.",
+                        "content": "- works as a machine learning engineer at Globex [n1]",
+                        "confidence": 0.9,
+                        "source_refs": ["n1"],
+                    }
+                ]
             }
         )
     if "profile" in schema_name:
@@ -54,7 +81,7 @@ def answer(schema_name: str, prompt: str) -> str:
 
 @pytest.fixture
 def chat_server() -> Iterator[dict[str, Any]]:
-    state: dict[str, Any] = {"garbage": False, "calls": 0}
+    state: dict[str, Any] = {"garbage": False, "calls": 0, "wrap": None}
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
@@ -66,6 +93,8 @@ def chat_server() -> Iterator[dict[str, Any]]:
             name = payload["response_format"]["json_schema"]["name"]
             prompt = payload["messages"][-1]["content"]
             content = "{not json" if state["garbage"] else answer(name, prompt)
+            if state["wrap"] is not None:
+                content = state["wrap"](name, content)
             body = json.dumps(
                 {
                     "choices": [
@@ -132,3 +161,47 @@ def test_model_that_only_answers_garbage_fails_cleanly(make_components, unit_set
     assert "archive" in str(info.value)
     assert chat_server["calls"] == 3  # one attempt + two retries, then a clear error
     assert snapshot(unit_settings.fs_root) == {}
+
+
+def local_model_style(_: str, content: str) -> str:
+    """How a local model without guided decoding tends to answer a JSON-only prompt."""
+    loose = content.replace('"memories": []', '"memories": [],')  # a trailing comma
+    return f"Here is the JSON:\n```json\n{loose}\n```\nLet me know if you need anything else!"
+
+
+def test_prose_wrapped_json_is_repaired_not_retried(make_components, unit_settings, chat_server):
+    chat_server["wrap"] = local_model_style
+    comp = make_components(llm=openai_llm(unit_settings, chat_server["url"]))
+    result = commit(comp, request(SESSION_1))
+    assert result.status is CommitStatus.SUCCESS, result.reason
+    profile = comp.fs.read_node("ctx://acme/users/alice/memories/profile")
+    assert "data engineer" in profile.content
+    assert chat_server["calls"] == 5  # one request per call: nothing retried
+    by_phase = result.stats.llm_by_phase
+    assert len(by_phase) == 5
+    counts = {(u.calls, u.repaired, u.retried, u.failed) for u in by_phase.values()}
+    assert counts == {(1, 1, 0, 0)}
+
+    # the plan phase too: a second session's profile is merged into the first by the model
+    result = commit(comp, request(SESSION_2, session="s2", commit_id="c2"))
+    assert result.status is CommitStatus.SUCCESS, result.reason
+    assert "Globex" in comp.fs.read_node("ctx://acme/users/alice/memories/profile").content
+    plan = result.stats.llm_by_phase["plan"]
+    assert plan.calls >= 1 and plan.repaired == plan.calls and plan.retried == 0
+    assert sum(u.retries for u in result.stats.llm_by_phase.values()) == 0
+
+
+def test_unrepairable_output_counts_retried_and_failed(make_components, unit_settings, chat_server):
+    """An extractor whose every reply is a markdown list fails alone; the commit goes on, its
+    phase counting the retries and the failure."""
+
+    def markdown_for_preferences(name: str, content: str) -> str:
+        return "- prefers Python\n- uses type hints" if "preferences" in name else content
+
+    chat_server["wrap"] = markdown_for_preferences
+    comp = make_components(llm=openai_llm(unit_settings, chat_server["url"]))
+    result = commit(comp, request(SESSION_1))
+    assert result.status is CommitStatus.PARTIAL, result.reason
+    prefs = result.stats.llm_by_phase["extract_preferences"]
+    assert (prefs.calls, prefs.repaired, prefs.retried, prefs.failed) == (1, 0, 2, 1)
+    assert result.stats.llm_by_phase["extract_profile"].failed == 0

@@ -18,6 +18,7 @@ _COMMAND_MODULES = (
     "retrieval_cmds",
     "maintenance_cmds",
     "api_cmds",
+    "portability_cmds",
 )
 
 for _name in _COMMAND_MODULES:

@@ -16,10 +16,10 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_core import to_jsonable_python
 
@@ -37,6 +37,7 @@ from ctxpipe.fs import listing
 from ctxpipe.fs.atomic import (
     ABSTRACT_FILE,
     CONTENT_FILE,
+    META_FILE,
     NODE_FILES,
     OVERVIEW_FILE,
     TOMBSTONE_PREFIX,
@@ -73,6 +74,15 @@ if TYPE_CHECKING:  # only a type here: importing the settings loads pydantic-set
 
 UriLike = str | CtxURI
 RESERVED_NAMES = frozenset({CONTENT_FILE})
+RESTORE_FILES = (*NODE_FILES, HISTORY_FILE)  # what an export carries of a node
+RestoreOutcome = Literal["written", "unchanged", "conflict"]
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 class ContextFS:
@@ -302,6 +312,64 @@ class ContextFS:
         """
         return self._mutate(node.uri, ctx, lambda _cur, _nid: node, expected_version, change)
 
+    def read_files(
+        self, uri: UriLike, names: Iterable[str], ctx: RequestContext | None = None
+    ) -> dict[str, bytes | None]:
+        """Several files of an existing node (`NODE_FILES`, ``.history.jsonl``) read under one
+        shared lock, so they belong to one version (None for a file the node lacks)."""
+        wanted = list(names)
+        if unknown := [n for n in wanted if n not in RESTORE_FILES]:
+            raise ValueError(f"{unknown[0]!r} is not a node file")
+        u = self.parse(uri, ctx)
+        path = self._node_dir(u)
+
+        def read() -> dict[str, bytes | None]:
+            if not self.is_node_dir(path):
+                raise NodeNotFoundError(node_uri(u))
+            return {name: _read_bytes(path / name) for name in wanted}
+
+        return self._locks.read(path, read)
+
+    def restore_files(
+        self,
+        uri: UriLike,
+        version: int,
+        files: Mapping[str, bytes],
+        *,
+        replace: bool = False,
+        ctx: RequestContext | None = None,
+    ) -> RestoreOutcome:
+        """Write a node's files exactly as given (the import of an export), in one atomic
+        commit under the node's exclusive lock: ``.meta.json`` and the levels, with the
+        ``.history.jsonl`` and ``.relations.json`` the node had (a file left out of `files` is
+        one the node has not). ``unchanged`` when the node already holds those bytes (nothing
+        is touched); ``conflict`` when it holds other ones and not `replace` (nothing is
+        written); else ``written``. The caller serialises writers (owner lock)."""
+        if unknown := [n for n in files if n not in RESTORE_FILES]:
+            raise ValueError(f"{unknown[0]!r} is not a node file")
+        if META_FILE not in files:
+            raise ValueError(f"a restored node needs its {META_FILE}")
+        u = self.parse(uri, ctx)
+        path = self._node_dir(u)
+        if path.is_file() or path.is_symlink():
+            raise StorageError(f"{node_uri(u)} is a file, not a node directory")
+        path.mkdir(parents=True, exist_ok=True)
+        with self._locks.hold(path, exclusive=True):
+            recover(path)
+            current = {name: _read_bytes(path / name) for name in RESTORE_FILES}
+            if current == {name: files.get(name) for name in RESTORE_FILES}:
+                return "unchanged"
+            if current[META_FILE] is not None and not replace:
+                return "conflict"
+            commit_files(path, version, files)
+            for name in RESTORE_FILES:
+                if name not in files and current[name] is not None:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path / name)
+            with contextlib.suppress(OSError):
+                fsync_dir(path.parent)
+        return "written"
+
     def history(self, uri: UriLike, ctx: RequestContext | None = None) -> list[HistoryEntry]:
         """Every recorded change of a node, oldest first; of a removed node, its tombstone
         (`NodeNotFoundError` when there is neither)."""
@@ -442,4 +510,11 @@ class ContextFS:
                 yield node_uri(child_uri), stat
 
 
-__all__ = ["ContextFS", "NodeMeta", "UriLike", "owner_space_of"]
+__all__ = [
+    "RESTORE_FILES",
+    "ContextFS",
+    "NodeMeta",
+    "RestoreOutcome",
+    "UriLike",
+    "owner_space_of",
+]

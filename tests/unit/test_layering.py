@@ -32,6 +32,7 @@ FLOORS: dict[str, int] = {
     "index": 2,
     "retrieval": 2,
     "maintenance": 2,
+    "portability": 2,  # export / import of nodes (JSONL), the mem0 importer
     "service": 3,
     "runtime": 3,
     "devstack": 3,  # the local dev stack: composes the floors below for `ctxpipe dev`

@@ -290,14 +290,33 @@ class HybridFinder:
         return hit
 
 
+def _after(when: str | None, as_of: date) -> bool:
+    """Is the ISO date (or date-time) `when` later than `as_of`? (False when unknown.)"""
+    try:
+        return bool(when) and date.fromisoformat(str(when)[:10]) > as_of
+    except ValueError:
+        return False
+
+
 def _temporal(row: CandidateRow) -> bool:
     """A row of a memory whose facts carry validity (a profile or preference memory)."""
     return row.context_type != "session" and row.category in TEMPORAL_CATEGORIES
 
 
 def _holds(row: CandidateRow, line: Unit, as_of: date | None) -> bool:
-    """Does this line of a candidate chunk hold now (`as_of` None) or on `as_of`? Lines of
-    other memories always do; a memory's L0 line holds from the session that last wrote it."""
+    """Does this line of a candidate chunk hold now (`as_of` None) or on `as_of`? As of a date,
+    nothing learned after it was known then: an archive line said later, or a memory written
+    once, by a later session (an event, an entity first named then), is not a hit — a memory
+    written again since holds lines of both times and stays. A profile or preference line
+    holds while its fact is valid; a memory's L0 line from the session that last wrote it."""
+    if as_of is not None:
+        learned: str | None = None
+        if row.context_type == "session":
+            learned = hit_date(line, row)
+        elif not _temporal(row) and row.node_version <= 1:
+            learned = row.observed_at
+        if _after(learned, as_of):
+            return False
     if not _temporal(row):
         return True
     if row.level == 0:

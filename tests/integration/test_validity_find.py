@@ -92,6 +92,20 @@ def test_find_as_of_a_past_date_returns_what_was_valid_then(
     assert not _profile(service.find(QUERY, DANA, 10, as_of=date(2023, 1, 1)))
 
 
+def test_as_of_a_date_nothing_said_later_is_found(service: ContextEngineService) -> None:
+    """As of June, the July session was not said yet: neither its turn (the archive) nor an
+    event it recorded is a hit, whatever category is searched."""
+    now = service.find("moved to Lisbon", DANA, 10)
+    assert any("Lisbon" in h.returned_text() for h in now.hits)
+    then = service.find("moved to Lisbon", DANA, 10, as_of=JUNE)
+    assert not any("Lisbon" in h.returned_text() for h in then.hits), [
+        (h.uri, h.returned_text()) for h in then.hits
+    ]
+    assert all(not h.date or h.date <= "2023-06-01" for h in then.hits)
+    said = service.find("lives in Berlin and works as a nurse", DANA, 10, as_of=JUNE)
+    assert any("Berlin" in h.returned_text() for h in said.hits)  # said in May: still found
+
+
 def _prefs(res) -> str:  # type: ignore[no-untyped-def]
     return "\n".join(i.text for s in res.sections if s.name == "user_prefs" for i in s.items)
 

@@ -2,7 +2,9 @@
 
 1. a candidate planned earlier in the same commit that says the same thing;
 2. an existing node at the routed URI (identical content → skip);
-3. vector prefilter over the index replica (same account, owner and category): below
+3. vector prefilter over the index replica (same account, owner and category) and over the
+   nodes beside the routed URI that the replica has not caught up with yet (written by an
+   earlier commit, their upsert still in the outbox: read from the FS, scored alike): below
    `similarity_threshold` → create, at or above `llm_decision_max` → merge (skip when the
    category is not mergeable);
 4. the LLM's create/skip/merge decision, when enabled, only for the band in between.
@@ -14,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import numpy as np
+
 from ctxpipe.commit.policies.base import MERGEABLE, PlanContext, candidate_patch, dated_patch
 from ctxpipe.core.config import DedupConfig
 from ctxpipe.core.enums import DedupDecision, WriteAction
@@ -23,7 +27,7 @@ from ctxpipe.core.models import CandidateMemory, ContextNode, DedupResult, conte
 from ctxpipe.core.text import similarity
 from ctxpipe.core.uri import CtxURI, slugify
 from ctxpipe.fs import ContextFS
-from ctxpipe.providers.base import Embedder, VectorIndex
+from ctxpipe.providers.base import Embedder, VectorHit, VectorIndex
 
 log = logging.getLogger(__name__)
 IN_COMMIT_THRESHOLD = 0.9  # core.text.similarity: rapidfuzz token-sort ratio
@@ -45,6 +49,7 @@ class CandidateDeduplicator:
         self._down: str | None = None  # set after the first index failure of this plan
         self._vectors: dict[str, list[float]] = {}
         self._has_rows: dict[tuple[str, str, str], bool] = {}
+        self._lagging: dict[str, list[str]] = {}  # URI prefix -> nodes not indexed yet
 
     @staticmethod
     def _filters(c: CandidateMemory, uri: str) -> dict[str, str]:
@@ -61,6 +66,36 @@ class CandidateDeduplicator:
             probe = getattr(self._index, "has_rows", None)
             self._has_rows[key] = True if probe is None else await probe(*key)
         return self._has_rows[key]
+
+    async def _unindexed(self, f: dict[str, str], uri: str) -> list[str]:
+        """The nodes beside `uri` (same owner and category) that the replica has not caught up
+        with: written to the FS by an earlier commit, their upsert still in the outbox."""
+        prefix = uri.rsplit("/", 1)[0] + "/"
+        if prefix not in self._lagging:
+            probe = getattr(self._index, "unindexed", None)
+            self._lagging[prefix] = [] if probe is None else await probe(f["account_id"], prefix)
+        return self._lagging[prefix]
+
+    async def _lagging_hits(
+        self, vector: list[float], uris: list[str], seen: set[str]
+    ) -> list[VectorHit]:
+        """Those nodes scored like the replica scores its rows: cosine of their L0 line."""
+        nodes = [n for u in uris if u not in seen and (n := self.read(u)) is not None]
+        texts = [n.abstract for n in nodes if n.abstract and n.abstract not in self._vectors]
+        if texts and self._embedder is not None:
+            texts = list(dict.fromkeys(texts))
+            embedded = await self._embedder.embed_texts(texts)
+            self._vectors.update(zip(texts, (e.dense_vector for e in embedded), strict=True))
+        q = np.asarray(vector, dtype=np.float32)
+        out: list[VectorHit] = []
+        for n in nodes:
+            v = self._vectors.get(n.abstract)
+            if v is None:
+                continue
+            d = np.asarray(v, dtype=np.float32)
+            score = min(1.0, float(q @ d / ((np.linalg.norm(q) * np.linalg.norm(d)) or 1.0)))
+            out.append(VectorHit(uri=n.uri, score=score, level=0, abstract=n.abstract))
+        return out
 
     async def prime(self, items: list[tuple[CandidateMemory, str]]) -> None:
         """Embed, in one batch, every candidate that will need the vector prefilter (only
@@ -138,7 +173,9 @@ class CandidateDeduplicator:
             )
         filters = self._filters(c, uri)
         try:
-            if not await self._owner_has_rows(filters):
+            lagging = [u for u in await self._unindexed(filters, uri) if u != uri]
+            indexed = await self._owner_has_rows(filters)
+            if not indexed and not lagging:
                 return DedupResult(
                     decision=DedupDecision.CREATE,
                     reason=f"no indexed {c.category.value} memory for this owner yet",
@@ -146,9 +183,15 @@ class CandidateDeduplicator:
             vector = self._vectors.get(c.abstract)
             if vector is None:
                 vector = (await self._embedder.embed_texts([c.abstract]))[0].dense_vector
-            hits = await asyncio.wait_for(
-                self._index.search(vector, filters, top_k=self._config.dedup_top_k, level=0),
-                timeout=10,
+            hits = []
+            if indexed:
+                hits = await asyncio.wait_for(
+                    self._index.search(vector, filters, top_k=self._config.dedup_top_k, level=0),
+                    timeout=10,
+                )
+            hits = sorted(
+                [*hits, *await self._lagging_hits(vector, lagging, {h.uri for h in hits})],
+                key=lambda h: -h.score,
             )
         except Exception as exc:  # noqa: BLE001 - any index failure degrades, loudly
             log.warning("dedup prefilter unavailable: %s", exc)

@@ -93,6 +93,22 @@ class PgVectorIndex:
             raise StorageError(f"index lookup failed: {' '.join(str(exc).split())}") from exc
         return bool(row and row[0])
 
+    async def unindexed(self, account_id: str, prefix: str, limit: int = 50) -> list[str]:
+        """URIs under `prefix` whose upsert is still in the outbox: written to the FS, not yet
+        in the replica (the dedup prefilter reads them from the FS)."""
+        return await asyncio.to_thread(self._unindexed, account_id, prefix, limit)
+
+    def _unindexed(self, account_id: str, prefix: str, limit: int) -> list[str]:
+        try:
+            with self._db.connection() as conn:
+                rows = conn.execute(
+                    self._queries["outbox_unindexed_uris"],
+                    {"account_id": account_id, "prefix": prefix, "limit": limit},
+                ).fetchall()
+        except psycopg.Error as exc:
+            raise StorageError(f"outbox lookup failed: {' '.join(str(exc).split())}") from exc
+        return [str(r[0]) for r in rows]
+
     def search_sync(
         self,
         query_vector: list[float],

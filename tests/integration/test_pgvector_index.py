@@ -234,3 +234,28 @@ def test_injection_in_values_is_inert(index: PgVectorIndex) -> None:
     evil = "acme' OR '1'='1"
     assert search(index, [0.1] * 384, filters={"account_id": evil}, top_k=10) == []
     assert json.dumps(index.__repr__())  # repr never raises
+
+
+def test_unindexed_lists_the_nodes_whose_upsert_is_still_in_the_outbox(
+    index: PgVectorIndex, database: Database
+) -> None:
+    prefs = "ctx://acme/users/u1/memories/preferences/"
+    with database.connection() as conn:
+        for event_id, uri, account, status, kind in (
+            ("e1", prefs + "coffee", "acme", "pending", "UPSERT_CONTEXT"),
+            ("e2", prefs + "tea", "acme", "claimed", "UPSERT_CONTEXT"),
+            ("e3", prefs + "done", "acme", "done", "UPSERT_CONTEXT"),  # indexed already
+            ("e4", prefs + "gone", "acme", "pending", "DELETE_CONTEXT"),
+            ("e5", "ctx://acme/users/u2/memories/preferences/coffee", "acme", "pending",
+             "UPSERT_CONTEXT"),  # another owner
+            ("e6", prefs + "coffee", "globex", "pending", "UPSERT_CONTEXT"),  # another account
+            ("e7", prefs + "coffee", "acme", "failed", "UPSERT_CONTEXT"),  # to retry: the same
+        ):  # fmt: skip
+            conn.execute(
+                "INSERT INTO ctx.outbox_events (event_id, event_type, uri, account_id, status) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                (event_id, kind, uri, account, status),
+            )
+    found = asyncio.run(index.unindexed("acme", prefs))
+    assert found == [prefs + "coffee", prefs + "tea"]
+    assert asyncio.run(index.unindexed("acme", prefs + "%")) == []  # a prefix, not a pattern

@@ -208,3 +208,38 @@ def test_llm_is_asked_only_inside_the_band(make_components):
         )
         calls.append(p.usage.calls)
     assert calls == [0, 1, 0]
+
+
+class LaggingIndex(StaticIndex):
+    """A replica that has not indexed anything of the owner yet, with nodes in the outbox."""
+
+    def __init__(self, pending: list[str]) -> None:
+        super().__init__([])
+        self.pending = pending
+        self.prefixes: list[str] = []
+
+    async def has_rows(self, account_id, owner_space, category):  # type: ignore[no-untyped-def]
+        return False
+
+    async def unindexed(self, account_id, prefix, limit=50):  # type: ignore[no-untyped-def]
+        self.prefixes.append(prefix)
+        return [u for u in self.pending if u.startswith(prefix)]
+
+
+def test_a_node_the_replica_has_not_indexed_yet_is_still_a_duplicate(make_components):
+    """Two commits in a row: the first one's node is on the FS, its upsert still in the
+    outbox. The second commit's near-identical candidate merges into it instead of creating
+    a twin the replica would only show later."""
+    comp = make_components()
+    uri = "ctx://acme/users/alice/memories/preferences/editor"
+    store(comp, uri, "Alice prefers Vim for editing code", MemoryCategory.PREFERENCES)
+    idx = LaggingIndex([uri])
+    c = cand(MemoryCategory.PREFERENCES, "vim", "Alice prefers Vim for editing code")
+    r = run_sync(dedup(comp, idx, enable_llm_decision=False).check(c, uri + "-2", pc()))
+    assert r.decision is DedupDecision.MERGE_EXISTING and r.merge_target == uri
+    assert r.score > 0.99
+    assert idx.prefixes == ["ctx://acme/users/alice/memories/preferences/"]
+    # something else beside it is still created
+    other = cand(MemoryCategory.PREFERENCES, "food", "Loves spicy ramen")
+    r = run_sync(dedup(comp, idx, enable_llm_decision=False).check(other, uri + "-3", pc()))
+    assert r.decision is DedupDecision.CREATE

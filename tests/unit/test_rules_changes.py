@@ -66,6 +66,11 @@ def test_the_judge_reads_both_outcomes() -> None:
         ("The user has a dog called Pixel; her name is Miso.", None),  # not the user's name
         ("The user and others agreed to move the nightly jobs to dbt.", None),
         ("The user loves jazz.", None),
+        ("The user joined Stripe last month.", "work"),
+        ("The user works in marketing.", "work"),
+        # a work verb of an activity, not of a job
+        ("The user has been working on building up confidence.", None),
+        ("The user would appreciate help with managing their social media.", None),
     ],
 )
 def test_single_valued_attributes(line: str, slot: str | None) -> None:

@@ -152,9 +152,30 @@ def slots_of(text: str) -> tuple[str, ...]:
         if name == "response style":
             if nouns & words and (words & ATTITUDE or verbs & ATTITUDE):
                 found.append(name)
-        elif verbs & slot_verbs or owned & nouns:
+        elif owned & nouns or (
+            verbs & slot_verbs and (name != "work" or _employment(text, verbs & slot_verbs))
+        ):
             found.append(name)
     return tuple(dict.fromkeys(found))
+
+
+_EMPLOYMENT_LINKS = frozenset({"at", "for", "as", "in"})
+
+
+def _employment(text: str, verbs: set[str]) -> bool:
+    """Does a work verb of `text` state an employment ("works as a nurse", "joined Stripe",
+    "leads a team at Initech") rather than an activity ("working on my confidence", "managing
+    my social media")? Within the few words after it comes an organisation (a capitalised
+    name) or a preposition that links a job to its place (at, for, as, in)."""
+    words = WORD_RE.findall(text)
+    for i, w in enumerate(words):
+        if verb_lemma(w) not in verbs:
+            continue
+        after = words[i + 1 : i + 7]
+        if any(a.lower() in _EMPLOYMENT_LINKS or a[:1].isupper() for a in after):
+            if not (after and after[0].lower() == "on"):  # "work on X": an activity
+                return True
+    return False
 
 
 def _owner_is_subject(text: str, m: re.Match[str]) -> bool:

@@ -45,6 +45,13 @@ def lemmas(word: str) -> dict[str, tuple[str, ...]]:
     return dict(getAllLemmas(word.lower()))
 
 
+@lru_cache(maxsize=65536)
+def inflections(lemma: str, tag: str) -> tuple[str, ...]:
+    """lemminflect's forms of `lemma` for a Penn tag (cached: each call deep-copies its
+    tables)."""
+    return tuple(getInflection(lemma, tag=tag) or ())
+
+
 def is_adverb_only(word: str) -> bool:
     pos = lemmas(word)
     return "ADV" in pos and "VERB" not in pos and "AUX" not in pos
@@ -76,7 +83,7 @@ def third_person(verb: str) -> str:
     lemma = verb_lemma(low)
     if lemma is None or lemma != low:  # a past form, a participle, or not a verb
         return verb
-    forms = getInflection(lemma, tag="VBZ")
+    forms = inflections(lemma, "VBZ")
     return forms[0] if forms else verb
 
 

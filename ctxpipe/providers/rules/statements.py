@@ -25,13 +25,12 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import date
 
-from lemminflect import getInflection
-
 from ctxpipe.core.text import STOPWORDS, content_tokens, stem
 from ctxpipe.providers.rules.dates import resolve
 from ctxpipe.providers.rules.inputs import Msg
 from ctxpipe.providers.rules.speech import (
     has_first_person,
+    inflections,
     lemmas,
     rewrite,
     verb_lemma,
@@ -92,7 +91,7 @@ def _is_past(sentence: str, verb: str) -> bool:
             continue
         if lem == low and not verb:
             continue
-        return low in (getInflection(lem, tag="VBD") or ())
+        return low in inflections(lem, "VBD")
     return False
 
 

@@ -130,6 +130,7 @@ def slot_of(text: str) -> str | None:
     return slots[0] if slots else None
 
 
+@lru_cache(maxsize=16384)
 def slots_of(text: str) -> tuple[str, ...]:
     """The single-valued attributes a statement sets: a verb of the speaker states one
     ("lives", "moved", "works"), a noun the speaker owns names it ("the user's job"), it says

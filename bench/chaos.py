@@ -183,6 +183,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         database_url=f"postgresql://ctxpipe@127.0.0.1:{free_port()}/ctxpipe",
         redis_url=f"redis://127.0.0.1:{free_port()}/0",
         flower_port=free_port(),
+        api_port=free_port(),  # never the default 8080: another stack may hold it
         # the stack and the reference decide alike: a candidate is merged into a similar memory
         # only by its routed URI (the FS), not by the vector prefilter — that one reads the
         # index replica, which in the stack may not have indexed the user's last commit yet,

@@ -70,6 +70,7 @@ def stack() -> Iterator[DevStack]:
         database_url=f"postgresql://ctxpipe@127.0.0.1:{free_port()}/ctxpipe",
         redis_url=f"redis://127.0.0.1:{free_port()}/0",
         flower_port=free_port(),
+        api_port=free_port(),  # never the default 8080: another stack may hold it
         llm_simulated_latency_s=2.0,
         worker_heartbeat_ttl_s=4.0,
         reap_interval_s=1.0,

@@ -14,7 +14,7 @@ from _grounding import best_sentence
 from _recall_scoring import Item
 
 from ctxpipe.retrieval.config import FindConfig
-from ctxpipe.retrieval.text import STOPWORDS, stem, words
+from ctxpipe.retrieval.units.lexical import STOPWORDS, stem, words
 
 SENTENCE_CAP = FindConfig().snippet_tokens  # tokens of a best-sentence item: find's own cap
 

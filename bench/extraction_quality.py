@@ -46,7 +46,7 @@ from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.session import SessionInput
 from ctxpipe.core.validity import split_annotation
 from ctxpipe.index.wiring import make_worker
-from ctxpipe.retrieval.text import split_units
+from ctxpipe.retrieval.units.lexical import split_units
 from ctxpipe.runtime import Runtime
 
 _ID_RE = re.compile(r"D\d+:\d+")

@@ -35,9 +35,9 @@ if str(ROOT) not in sys.path:
 
 from ctxpipe.providers.embedder import PACKAGED_MODEL, SentenceTransformerEmbedder  # noqa: E402
 from ctxpipe.retrieval.config import FindConfig  # noqa: E402
-from ctxpipe.retrieval.find import HybridFinder  # noqa: E402
+from ctxpipe.retrieval.find.hybrid_finder import HybridFinder  # noqa: E402
+from ctxpipe.retrieval.find.recall_stats import RecallStatsStore  # noqa: E402
 from ctxpipe.retrieval.models import FindFilters  # noqa: E402
-from ctxpipe.retrieval.recall_stats import RecallStatsStore  # noqa: E402
 from ctxpipe.retrieval.tokens import counter_for_model  # noqa: E402
 from ctxpipe.storage.db import Database  # noqa: E402
 from ctxpipe.storage.embedded_pg import start_postgres, stop_postgres  # noqa: E402

@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypedDict, Unpack
 
 from pydantic import BaseModel, Field
 
+from ctxpipe.client.find_request import FindRequest
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.errors import CommitError, CtxError
@@ -200,7 +201,7 @@ class ContextEngineService:
 
     def find(
         self,
-        query: str,
+        query: str | FindRequest,
         ctx: RequestContext,
         top_k: int | None = None,
         *,
@@ -214,19 +215,24 @@ class ContextEngineService:
     ) -> FindResult:
         """Hybrid find within what `ctx` may see, grouped by context type (`tags`: only
         nodes that carry every one of them; `budget_tokens`: no more hits than fit in it;
-        `as_of`: profile and preference facts valid on that date instead of now)."""
-        return self.read_path.find(
-            query,
-            ctx,
-            top_k,
-            budget_tokens=budget_tokens,
-            scopes=scopes,
-            categories=categories,
-            context_types=context_types,
-            min_score=min_score,
-            tags=tags,
-            as_of=as_of,
+        `as_of`: profile and preference facts valid on that date instead of now). `query`
+        may be a whole `FindRequest` (the keywords are then not used)."""
+        if isinstance(query, FindRequest):
+            return self.read_path.find(query, ctx)
+        req = FindRequest.model_validate(
+            {
+                "query": query,
+                "top_k": top_k,
+                "budget_tokens": budget_tokens,
+                "scopes": scopes,
+                "categories": categories,
+                "context_types": context_types,
+                "min_score": min_score,
+                "tags": tags,
+                "as_of": as_of,
+            }
         )
+        return self.read_path.find(req, ctx)
 
     def find_tags(self, ctx: RequestContext, prefix: str = "", limit: int = 50) -> list[TagCount]:
         """Tags in use (what `ctx` may see) starting with `prefix`, most used first."""

@@ -19,6 +19,7 @@ from rich.text import Text
 from ctxpipe.cli import services
 from ctxpipe.cli.app import app, console, emit_json, handle_errors
 from ctxpipe.cli.identity import AccountOpt, AgentOpt, SessionOpt, UserOpt, request_context
+from ctxpipe.client.find_request import FindRequest
 from ctxpipe.core.session import Message
 from ctxpipe.core.validity import parse_as_of
 from ctxpipe.retrieval.models import FindHit
@@ -80,7 +81,10 @@ def find_cmd(
     user: UserOpt = None,
     agent: AgentOpt = None,
     session: SessionOpt = None,
-    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=200)] = 10,
+    top_k: Annotated[
+        int | None,
+        typer.Option("--top-k", "-k", min=1, max=200, help="hits at most (default: find's 10)"),
+    ] = None,
     scope: ScopeOpt = None,
     category: CategoryOpt = None,
     ctype: TypeOpt = None,
@@ -98,19 +102,19 @@ def find_cmd(
 ) -> None:
     """Hybrid find (vector + full text, fused), grouped by context type."""
     ctx = request_context(account, user, agent, session, scope or [])
+    req = FindRequest(
+        query=query,
+        top_k=top_k,
+        scopes=scope,
+        categories=category,
+        context_types=ctype,
+        min_score=min_score,
+        tags=tag,
+        budget_tokens=budget,
+        as_of=parse_as_of(as_of),
+    )
     with services.service() as svc:
-        res = svc.find(
-            query,
-            ctx,
-            top_k,
-            scopes=scope,
-            categories=category,
-            context_types=ctype,
-            min_score=min_score,
-            tags=tag,
-            budget_tokens=budget,
-            as_of=parse_as_of(as_of),
-        )
+        res = svc.find(req, ctx)
     if as_json:
         emit_json(res)
         return

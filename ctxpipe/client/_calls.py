@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from ctxpipe.client._base import messages_json
+from ctxpipe.client.find_request import FindRequest
 from ctxpipe.client.models import ApiKey, CommitAccepted, CommitStatus, ReadOut, RemoveOut
 from ctxpipe.client.results import ContextResult, FindResult, SearchResult
 from ctxpipe.core.models import CommitOptions, NodeStat, NodeSummary, RelationEdge
@@ -65,11 +66,20 @@ def _day(value: date | str | None) -> str | None:
     return value.isoformat() if isinstance(value, date) else value
 
 
-def find(who: dict[str, str], query: str, top_k: int, **filters: Any) -> Call:
-    body = {**who, "query": query, "top_k": top_k}
-    filters["as_of"] = _day(filters.get("as_of"))
-    body.update({k: v for k, v in filters.items() if v is not None})
+def find(who: dict[str, str], request: FindRequest) -> Call:
+    body = {**who, **request.model_dump(mode="json", exclude_none=True)}
     return Call("POST", "/v1/find", FindResult.model_validate, body=body)
+
+
+def find_request(
+    query: str | FindRequest, top_k: int | None, as_of: date | str | None, **filters: Any
+) -> FindRequest:
+    """The `FindRequest` of the client's `find(...)` arguments (a ValidationError, before any
+    request is sent, when they are not a valid find)."""
+    if isinstance(query, FindRequest):
+        return query
+    fields = {k: v for k, v in filters.items() if v is not None}
+    return FindRequest.model_validate({"query": query, "top_k": top_k, "as_of": as_of, **fields})
 
 
 def search(

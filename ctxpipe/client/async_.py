@@ -11,6 +11,7 @@ import httpx
 
 from ctxpipe.client import _calls as calls
 from ctxpipe.client._base import CommitFailedError, CtxApiError, Defaults, headers, raise_for
+from ctxpipe.client.find_request import FindRequest
 from ctxpipe.client.models import ApiKey, CommitStatus
 from ctxpipe.client.results import ContextResult, FindResult, SearchResult
 from ctxpipe.core.models import CommitOptions, NodeStat, NodeSummary, RelationEdge
@@ -113,8 +114,8 @@ class AsyncCtxClient:
     # ---------------------------------------------------------------- read path
     async def find(
         self,
-        query: str,
-        top_k: int = 10,
+        query: str | FindRequest,
+        top_k: int | None = 10,
         *,
         user_id: str | None = None,
         agent_id: str | None = None,
@@ -123,9 +124,10 @@ class AsyncCtxClient:
         **filters: Any,
     ) -> FindResult:
         """`filters`: scopes, categories, context_types, min_score, tags; `as_of`: profile
-        and preference facts valid on that date (a date or YYYY-MM-DD) instead of now."""
+        and preference facts valid on that date (a date or YYYY-MM-DD) instead of now;
+        `query` may be a whole `FindRequest` (the other arguments are then not used)."""
         who = self.defaults.who(user_id, agent_id, session_id)
-        return await self._run(calls.find(who, query, top_k, as_of=as_of, **filters))
+        return await self._run(calls.find(who, calls.find_request(query, top_k, as_of, **filters)))
 
     async def search(
         self,

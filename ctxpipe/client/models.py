@@ -14,11 +14,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ctxpipe.client.find_request import AS_OF, FindRequest
 from ctxpipe.core.models import CommitOptions, CommitResult
 from ctxpipe.core.session import Message, ToolUse
 
 _ID = Field(None, max_length=128)
-AS_OF = "profile and preference facts valid on this date (YYYY-MM-DD); omitted: valid now"
 
 
 class Scope(StrEnum):
@@ -106,17 +106,12 @@ class CommitStatus(BaseModel):
     result: CommitResult | None = None
 
 
-class FindIn(Identity):
-    """One hybrid (vector + full-text) retrieval."""
+class FindIn(Identity, FindRequest):
+    """One hybrid (vector + full-text) retrieval: who asks, and the `FindRequest`."""
 
-    query: str = Field(min_length=1, max_length=8000)
-    top_k: int = Field(10, ge=1, le=200)
-    scopes: list[str] | None = Field(None, max_length=50)
-    categories: list[str] | None = Field(None, max_length=50)
-    context_types: list[str] | None = Field(None, max_length=10)
-    min_score: float = Field(0.0, ge=-1.0, le=1.0)
-    tags: list[str] | None = Field(None, max_length=50)
-    as_of: date | None = Field(None, description=AS_OF)
+    def request(self) -> FindRequest:
+        """The find itself, without who asks."""
+        return FindRequest.model_validate(self.model_dump(include=set(FindRequest.model_fields)))
 
 
 class SearchIn(Identity):
@@ -178,6 +173,7 @@ __all__ = [
     "ContextIn",
     "CreatedKey",
     "FindIn",
+    "FindRequest",
     "Health",
     "Identity",
     "KeyIn",

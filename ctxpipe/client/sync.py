@@ -10,6 +10,7 @@ import httpx
 
 from ctxpipe.client import _calls as calls
 from ctxpipe.client._base import CommitFailedError, CtxApiError, Defaults, headers, raise_for
+from ctxpipe.client.find_request import FindRequest
 from ctxpipe.client.models import ApiKey, CommitStatus
 from ctxpipe.client.results import ContextResult, FindResult, SearchResult
 from ctxpipe.core.models import CommitOptions, NodeStat, NodeSummary, RelationEdge
@@ -108,8 +109,8 @@ class CtxClient:
     # ---------------------------------------------------------------- read path
     def find(
         self,
-        query: str,
-        top_k: int = 10,
+        query: str | FindRequest,
+        top_k: int | None = 10,
         *,
         user_id: str | None = None,
         agent_id: str | None = None,
@@ -118,9 +119,10 @@ class CtxClient:
         **filters: Any,
     ) -> FindResult:
         """`filters`: scopes, categories, context_types, min_score, tags; `as_of`: profile
-        and preference facts valid on that date (a date or YYYY-MM-DD) instead of now."""
+        and preference facts valid on that date (a date or YYYY-MM-DD) instead of now;
+        `query` may be a whole `FindRequest` (the other arguments are then not used)."""
         who = self.defaults.who(user_id, agent_id, session_id)
-        return self._run(calls.find(who, query, top_k, as_of=as_of, **filters))
+        return self._run(calls.find(who, calls.find_request(query, top_k, as_of, **filters)))
 
     def search(
         self,

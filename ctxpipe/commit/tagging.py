@@ -24,7 +24,7 @@ from ctxpipe.commit.policies.base import APPLIED_COMMITS_KEY
 from ctxpipe.core.uri import CtxURI
 from ctxpipe.core.validity import strip_dates
 from ctxpipe.fs import ContextFS
-from ctxpipe.retrieval.text import STOPWORDS, stem
+from ctxpipe.retrieval.units.lexical import STOPWORDS, stem
 
 MIN_TAGS, MAX_TAGS = 3, 8
 TAGS_KEY = "tags"

@@ -10,11 +10,12 @@ module reads the environment on its own.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ctxpipe.core.retrieval_config import RetrievalConfig, RetrievalPreset, preset_values
 from ctxpipe.core.session import LimitsConfig
 
 
@@ -221,6 +222,13 @@ class Settings(BaseSettings):
     limits: LimitsConfig = LimitsConfig()
     forgetting: ForgettingConfig = ForgettingConfig()
 
+    # the read path (ctxpipe.retrieval): a named preset, then any field set on its own
+    retrieval_preset: RetrievalPreset = "default"
+    """a named recipe of retrieval settings: `default`, `fast` (fewer candidates and dense rows,
+    stored unit vectors, a smaller search pool) or `thorough` (more candidates and dense rows,
+    a larger pool); a `CTXPIPE_RETRIEVAL__…` value set on its own wins over the preset's"""
+    retrieval: RetrievalConfig = RetrievalConfig()
+
     # outbox / index
     outbox_batch_size: int = Field(64, ge=1)
     """outbox events claimed per batch"""
@@ -277,3 +285,17 @@ class Settings(BaseSettings):
     """Flower basic-auth user"""
     flower_password: SecretStr = SecretStr("ctxpipe")
     """Flower basic-auth password (secret)"""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retrieval_preset(cls, data: Any) -> Any:
+        """Lay the values of `retrieval` (environment or arguments) over its preset's."""
+        if not isinstance(data, dict):
+            return data
+        given = data.get("retrieval")
+        if isinstance(given, BaseModel):  # a ready config: taken as it is
+            return data
+        name = str(data.get("retrieval_preset") or "default")
+        if name not in ("default", "fast", "thorough"):  # the field's own check reports it
+            return data
+        return {**data, "retrieval": preset_values(name, given)}

@@ -36,8 +36,8 @@ from ctxpipe.index.prep_pool import prepare, shared_pool
 from ctxpipe.index.replica import NodeState, NodeWrite, ReplicaRows
 from ctxpipe.providers.base import Embedder
 from ctxpipe.providers.embedder import normalised
-from ctxpipe.retrieval.text import unit_key
-from ctxpipe.retrieval.unit_encoding import LineUnits, encode_units, unit_texts_of
+from ctxpipe.retrieval.units.encoding import LineUnits, encode_units, unit_texts_of
+from ctxpipe.retrieval.units.lexical import unit_key
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from ctxpipe.core.config import ChunkingConfig
 from ctxpipe.core.models import ChunkRecord, ContextNode
 from ctxpipe.index.chunker import DocumentChunker
 from ctxpipe.providers.token_reader import splits_words_first, token_counts, token_starts
-from ctxpipe.retrieval.unit_encoding import LineUnits, line_units
+from ctxpipe.retrieval.units.encoding import LineUnits, line_units
 
 Prepared = tuple[list[ChunkRecord], dict[str, list[LineUnits]]] | BaseException
 

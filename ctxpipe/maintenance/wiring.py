@@ -39,7 +39,7 @@ def make_forgetter(rt: MaintenanceAdapters, clock: Callable[[], datetime] = utcn
     statistics of the replica database (none when it is unreachable: recency alone)."""
     recall = None
     if rt.use_database:
-        from ctxpipe.retrieval.recall_stats import RecallStatsStore
+        from ctxpipe.retrieval.find.recall_stats import RecallStatsStore
 
         store = RecallStatsStore(rt.db, rt.settings.db_schema)
 

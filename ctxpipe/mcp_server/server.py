@@ -14,8 +14,10 @@ from typing import Any
 import httpx
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
 
 from ctxpipe.client import AsyncCtxClient, CtxApiError
+from ctxpipe.client.find_request import FindRequest
 
 INSTRUCTIONS = (
     "ctxpipe is the long-term memory of this agent. Call build_context (or find) before "
@@ -74,7 +76,12 @@ def build_server(
         """Hybrid find over the user's memories, the agent's and the user's sessions
         (`as_of` YYYY-MM-DD: profile and preference facts as they held on that date)."""
         who = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
-        res = await run(ctx, who, lambda c: c.find(query, top_k, as_of=as_of))
+        try:
+            req = FindRequest.model_validate({"query": query, "top_k": top_k, "as_of": as_of})
+        except ValidationError as exc:
+            why = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise ToolError(f"invalid find: {why}") from None
+        res = await run(ctx, who, lambda c: c.find(req))
         hits = [h.model_dump(mode="json", include=_HIT) for h in res.hits]
         return {"query": query, "hits": hits}
 

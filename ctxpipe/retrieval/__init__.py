@@ -1,13 +1,19 @@
 """ctxpipe.retrieval: the read path — hybrid find, hierarchical search, token-budgeted
-build_context, recall statistics."""
+build_context, recall statistics.
 
-from ctxpipe.retrieval.budget import BudgetAllocator, BudgetProfile, TokenBudget
+`read_path` wires it (`ReadPath`, which takes a `FindRequest`); `find/` the hybrid finder and
+its SQL candidate store; `units/` the lines and sentences find ranks; `search/` intent analysis
+and hierarchical retrieval; `context/` build_context; `config` the knobs (`Settings.retrieval`).
+"""
+
+from ctxpipe.client.find_request import FindRequest
 from ctxpipe.retrieval.config import RetrievalConfig
-from ctxpipe.retrieval.context_builder import ContextBuilder
-from ctxpipe.retrieval.context_models import ContextRequest, ContextResult, ContextSection
-from ctxpipe.retrieval.engine import ReadPath
-from ctxpipe.retrieval.find import HybridFinder
+from ctxpipe.retrieval.context.budget_allocator import BudgetAllocator, BudgetProfile, TokenBudget
+from ctxpipe.retrieval.context.context_builder import ContextBuilder
+from ctxpipe.retrieval.context.context_request import ContextRequest, ContextResult, ContextSection
+from ctxpipe.retrieval.find.hybrid_finder import HybridFinder
 from ctxpipe.retrieval.models import FindFilters, FindHit, FindResult, SearchResult
+from ctxpipe.retrieval.read_path import ReadPath
 
 __all__ = [
     "BudgetAllocator",
@@ -18,6 +24,7 @@ __all__ = [
     "ContextSection",
     "FindFilters",
     "FindHit",
+    "FindRequest",
     "FindResult",
     "HybridFinder",
     "ReadPath",

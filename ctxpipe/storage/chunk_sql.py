@@ -1,5 +1,5 @@
 """The one WHERE builder over the index replica's chunks, the query vector literal, and the
-transaction-local HNSW settings — shared by `find` (retrieval/find_sql.py) and the dedup
+transaction-local HNSW settings — shared by `find` (retrieval/find/candidate_store.py) and the dedup
 prefilter (providers/pgvector_index.py). The statements are named queries in
 `sql/queries/vector.sql`; only bound parameters and quoted identifiers reach the SQL."""
 

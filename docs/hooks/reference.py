@@ -48,6 +48,10 @@ def _row(env: str, field: FieldInfo) -> str:
     )
 
 
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
 def configuration_markdown() -> str:
     """The configuration page, from `ctxpipe.core.config.Settings`."""
     from ctxpipe.core.config import Settings
@@ -55,12 +59,25 @@ def configuration_markdown() -> str:
     head = ["| Environment variable | Type | Default | Meaning |", "|---|---|---|---|"]
     top: list[str] = []
     nested: list[str] = []
+
+    def section(path: list[str], model: type[BaseModel]) -> None:
+        """One table per nested config; a config inside one (`retrieval.find`) gets its own."""
+        doc = " ".join((model.__doc__ or "").split())
+        rows, inner = [], []
+        for sub, f in model.model_fields.items():
+            if _is_model(f.annotation):
+                inner.append((sub, f.annotation))
+            else:
+                rows.append(_row("CTXPIPE_" + "__".join([*path, sub]), f))
+        if rows:
+            nested.extend(["", f"### `{'.'.join(path)}`: {model.__name__}", "", doc, "", *head])
+            nested.extend(rows)
+        for sub, ann in inner:
+            section([*path, sub], ann)
+
     for name, field in Settings.model_fields.items():
-        ann = field.annotation
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
-            doc = " ".join((ann.__doc__ or "").split())
-            nested += ["", f"### `{name}`: {ann.__name__}", "", doc, "", *head]
-            nested += [_row(f"CTXPIPE_{name}__{sub}", f) for sub, f in ann.model_fields.items()]
+        if _is_model(field.annotation):
+            section([name], field.annotation)
         else:
             top.append(_row(f"CTXPIPE_{name}", field))
     lines = [

@@ -22,9 +22,9 @@ from ctxpipe.core.session import RequestContext, SessionInput
 from ctxpipe.index.reindex import reindex
 from ctxpipe.index.wiring import make_indexer
 from ctxpipe.retrieval.config import FindConfig, RetrievalConfig
-from ctxpipe.retrieval.engine import ReadPath
-from ctxpipe.retrieval.find import HybridFinder
+from ctxpipe.retrieval.find.hybrid_finder import HybridFinder
 from ctxpipe.retrieval.models import FindFilters
+from ctxpipe.retrieval.read_path import ReadPath
 from ctxpipe.runtime import Runtime
 from ctxpipe.storage.migrations import migrate
 

@@ -14,9 +14,9 @@ from service_world import committed_service
 
 from ctxpipe.core.errors import LLMError
 from ctxpipe.core.session import Message, RequestContext, SessionInput
-from ctxpipe.retrieval.context_models import ContextRequest
-from ctxpipe.retrieval.engine import ReadPath
-from ctxpipe.retrieval.incremental import UpdateStrategy
+from ctxpipe.retrieval.context.context_request import ContextRequest
+from ctxpipe.retrieval.context.snapshots import UpdateStrategy
+from ctxpipe.retrieval.read_path import ReadPath
 from ctxpipe.service import ContextEngineService
 
 SCHEMA = "rt_search"

@@ -18,10 +18,10 @@ from ctxpipe.index.indexer import Indexer
 from ctxpipe.index.reindex import reindex
 from ctxpipe.index.wiring import make_outbox, make_replica, make_worker
 from ctxpipe.retrieval.config import FindConfig
-from ctxpipe.retrieval.find import HybridFinder
+from ctxpipe.retrieval.find.hybrid_finder import HybridFinder
 from ctxpipe.retrieval.models import FindFilters
-from ctxpipe.retrieval.text import unit_key, unit_texts
 from ctxpipe.retrieval.tokens import counter_for_model
+from ctxpipe.retrieval.units.lexical import unit_key, unit_texts
 from ctxpipe.runtime import Runtime
 
 ARCHIVE = "ctx://acme/sessions/s1/archives/1"

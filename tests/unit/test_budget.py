@@ -7,7 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxpipe.retrieval.budget import (
+from ctxpipe.retrieval.config import ContextConfig
+from ctxpipe.retrieval.context.budget_allocator import (
     DEFAULT_PROFILES,
     BudgetAllocator,
     BudgetProfile,
@@ -16,7 +17,6 @@ from ctxpipe.retrieval.budget import (
     PriorityRanker,
     ProfileRegistry,
 )
-from ctxpipe.retrieval.config import ContextConfig
 from ctxpipe.retrieval.tokens import (
     HFTokenCounter,
     WhitespaceTokenCounter,

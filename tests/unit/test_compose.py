@@ -249,13 +249,17 @@ def test_run_api(tmp_path: Path) -> None:
 
 
 def _setting_env_names() -> set[str]:
-    names = set()
-    for name, field in Settings.model_fields.items():
-        ann = field.annotation
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
-            names |= {f"CTXPIPE_{name}__{sub}".upper() for sub in ann.model_fields}
-        else:
-            names.add(f"CTXPIPE_{name}".upper())
+    names: set[str] = set()
+
+    def walk(prefix: str, model: type[BaseModel]) -> None:
+        for name, field in model.model_fields.items():
+            ann = field.annotation
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                walk(f"{prefix}{name}__", ann)
+            else:
+                names.add(f"{prefix}{name}".upper())
+
+    walk("CTXPIPE_", Settings)
     return names
 
 

@@ -13,8 +13,8 @@ from ctxpipe.core.enums import ContextType
 from ctxpipe.core.models import ContextNode
 from ctxpipe.core.session import Message, RequestContext
 from ctxpipe.fs import ContextFS
-from ctxpipe.retrieval.context_builder import ContextBuilder, ContextRequest, ContextResult
-from ctxpipe.retrieval.incremental import UpdateStrategy
+from ctxpipe.retrieval.context.context_builder import ContextBuilder, ContextRequest, ContextResult
+from ctxpipe.retrieval.context.snapshots import UpdateStrategy
 from ctxpipe.retrieval.models import FindFilters, FindHit
 from ctxpipe.retrieval.tokens import counter_for_model
 

@@ -25,15 +25,19 @@ def hook() -> ModuleType:
 
 
 def settings_fields() -> dict[str, str]:
-    """Environment variable -> description of every setting, nested ones included."""
-    out = {}
-    for name, field in Settings.model_fields.items():
-        ann = field.annotation
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
-            for sub, f in ann.model_fields.items():
-                out[f"CTXPIPE_{name}__{sub}".upper()] = f.description or ""
-        else:
-            out[f"CTXPIPE_{name}".upper()] = field.description or ""
+    """Environment variable -> description of every setting, nested ones included (a config
+    inside a config, `retrieval.find`, too: `CTXPIPE_RETRIEVAL__FIND__TOP_K`)."""
+    out: dict[str, str] = {}
+
+    def walk(prefix: str, model: type[BaseModel]) -> None:
+        for name, field in model.model_fields.items():
+            ann = field.annotation
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                walk(f"{prefix}{name}__", ann)
+            else:
+                out[f"{prefix}{name}".upper()] = field.description or ""
+
+    walk("CTXPIPE_", Settings)
     return out
 
 
@@ -49,6 +53,8 @@ def test_the_configuration_page_lists_every_setting() -> None:
     assert rows == set(settings_fields())
     assert "| `CTXPIPE_FLOWER_PASSWORD` | `SecretStr` | (secret) |" in page  # never the value
     assert "| `CTXPIPE_DEDUP__SIMILARITY_THRESHOLD` | `float` | `0.85` |" in page
+    assert "| `CTXPIPE_RETRIEVAL__FIND__TOP_K` | `int` | `10` |" in page
+    assert "### `retrieval.find`: FindConfig" in page
 
 
 def test_the_http_api_page_covers_the_openapi_document() -> None:

@@ -8,8 +8,12 @@ from collections.abc import Sequence
 import pytest
 
 from ctxpipe.retrieval.config import HierarchicalConfig
-from ctxpipe.retrieval.hierarchical import HierarchicalRetriever, hit_key, parent_dir
 from ctxpipe.retrieval.models import FindFilters, FindHit
+from ctxpipe.retrieval.search.hierarchical_retriever import (
+    HierarchicalRetriever,
+    hit_key,
+    parent_dir,
+)
 
 ROOT = "ctx://acme/users/u1/memories"
 EVENTS, ENTITIES = f"{ROOT}/events", f"{ROOT}/entities"
@@ -178,7 +182,7 @@ class FixedFinder:
 
 
 def test_pool_drill_down_reranks_finds_hits_on_finds_scale() -> None:
-    from ctxpipe.retrieval.search import PoolSearcher
+    from ctxpipe.retrieval.search.search_engine import PoolSearcher
 
     hits = [
         node(f"{EVENTS}/trip", 0.9),

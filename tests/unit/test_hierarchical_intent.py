@@ -10,9 +10,9 @@ from ctxpipe.core.errors import LLMError
 from ctxpipe.core.llm_schemas import TypedQuery
 from ctxpipe.providers.rules import RulesLLM
 from ctxpipe.retrieval.config import IntentConfig
-from ctxpipe.retrieval.intent import IntentAnalyzer, normalise
 from ctxpipe.retrieval.models import FindFilters, FindHit, TypedQueryResult
-from ctxpipe.retrieval.search import merge_results, scope_filters
+from ctxpipe.retrieval.search.intent_analyzer import IntentAnalyzer, normalise
+from ctxpipe.retrieval.search.search_engine import merge_results, scope_filters
 
 
 class BrokenLLM:

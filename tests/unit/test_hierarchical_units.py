@@ -10,8 +10,14 @@ from typing import Any
 import numpy as np
 
 from ctxpipe.retrieval.models import CandidateRow
-from ctxpipe.retrieval.text import bm25_tokens, query_terms, split_units, tsquery_or
-from ctxpipe.retrieval.units import UnitVectors, bm25, explode, rank_sentences, stemmed_idf
+from ctxpipe.retrieval.units.lexical import bm25_tokens, query_terms, split_units, tsquery_or
+from ctxpipe.retrieval.units.sentence_ranking import (
+    UnitVectors,
+    bm25,
+    explode,
+    rank_sentences,
+    stemmed_idf,
+)
 
 ARCHIVE = (
     "[D1:1] user (Caroline): Hey Mel! Good to see you.\n"

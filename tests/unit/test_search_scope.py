@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ctxpipe.core.llm_schemas import TypedQuery
 from ctxpipe.retrieval.models import FindFilters
-from ctxpipe.retrieval.search import scope_filters
+from ctxpipe.retrieval.search.search_engine import scope_filters
 
 SKILL = TypedQuery(query="how do I use sql_runner", context_type="skill")
 

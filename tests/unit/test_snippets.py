@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from ctxpipe.retrieval.models import CandidateRow
-from ctxpipe.retrieval.snippets import grow_snippet, hit_date
-from ctxpipe.retrieval.text import Unit, split_units
 from ctxpipe.retrieval.tokens import HFTokenCounter, counter_for_model
+from ctxpipe.retrieval.units.lexical import Unit, split_units
+from ctxpipe.retrieval.units.snippets import grow_snippet, hit_date
 
 TURN = (
     "[D1:3] user (Caroline) on 8 May 2023: I went to the support group yesterday. "

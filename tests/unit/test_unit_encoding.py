@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from ctxpipe.providers.token_reader import span_mask, span_ranges, token_batches
-from ctxpipe.retrieval.text import unit_texts
-from ctxpipe.retrieval.unit_encoding import encode_units, line_units, unit_texts_of, windows
+from ctxpipe.retrieval.units.encoding import encode_units, line_units, unit_texts_of, windows
+from ctxpipe.retrieval.units.lexical import unit_texts
 
 ARCHIVE = (
     "[m1] user (Ann) on 8 May 2023: I adopted a puppy named Biscuit. He chews my shoes.\n"

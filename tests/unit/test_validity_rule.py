@@ -19,9 +19,9 @@ from ctxpipe.core.validity import (
 )
 from ctxpipe.providers.rules.lines import Line, parse_lines, render_lines
 from ctxpipe.providers.rules.merge import merge_bundle, merge_lines
-from ctxpipe.retrieval.find import _holds
+from ctxpipe.retrieval.find.hybrid_finder import _holds
 from ctxpipe.retrieval.models import CandidateRow
-from ctxpipe.retrieval.text import split_units
+from ctxpipe.retrieval.units.lexical import split_units
 
 CLOSED = (
     '- lives in Berlin [m1, m3] — "I live in Berlin." (valid from 2023-05-01 until 2023-07-01)'
@@ -219,8 +219,9 @@ def test_the_client_sends_as_of_as_an_iso_date() -> None:
     from ctxpipe.client import _calls as calls
 
     who = {"user_id": "ann"}
-    assert calls.find(who, "q", 5, as_of=D("2023-06-01")).body["as_of"] == "2023-06-01"
-    assert "as_of" not in calls.find(who, "q", 5, as_of=None).body
+    req = calls.find_request("q", 5, D("2023-06-01"))
+    assert calls.find(who, req).body["as_of"] == "2023-06-01"
+    assert "as_of" not in calls.find(who, calls.find_request("q", 5, None)).body
     ctx_call = calls.build_context(who, "q", None, None, "default", "", True, D("2023-06-01"))
     assert ctx_call.body["as_of"] == "2023-06-01"
     assert calls.search(who, "q", None, None, "2023-06-01").body["as_of"] == "2023-06-01"

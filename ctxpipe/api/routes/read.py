@@ -37,17 +37,7 @@ def _ctx(body: FindIn | SearchIn | ContextIn, key: ApiKey):
 @router.post("/find", response_model=FindResult, responses=_ERRORS)
 def find(body: FindIn, svc: Svc, key: ApiKey = ReadKey) -> FindResult:
     """Hybrid find (vector + full text) within what the key's user and agent may see."""
-    return svc.find(
-        body.query,
-        _ctx(body, key),
-        body.top_k,
-        scopes=body.scopes,
-        categories=body.categories,
-        context_types=body.context_types,
-        min_score=body.min_score,
-        tags=body.tags,
-        as_of=body.as_of,
-    )
+    return svc.find(body.request(), _ctx(body, key))
 
 
 @router.post("/search", response_model=SearchResult, responses=_ERRORS)

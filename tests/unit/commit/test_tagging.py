@@ -5,7 +5,7 @@ from __future__ import annotations
 from conftest import SESSION_1, SESSION_2, commit, request
 
 from ctxpipe.commit.tagging import MAX_TAGS, candidate_tags, choose_tags, prefix_of
-from ctxpipe.retrieval.text import stem
+from ctxpipe.retrieval.units.lexical import stem
 
 
 class Vocab:

@@ -26,7 +26,7 @@ from typing import Any
 
 from ctxpipe.core.config import UnitContext
 from ctxpipe.providers.base import Embedder, SpanEmbedder
-from ctxpipe.retrieval.text import Unit, chunk_lines
+from ctxpipe.retrieval.units.lexical import Unit, chunk_lines
 
 Ranges = tuple[tuple[int, int], ...]
 

@@ -41,13 +41,12 @@ from ctxpipe.core.validity import (
 )
 from ctxpipe.providers.base import Embedder
 from ctxpipe.retrieval.config import FindConfig
-from ctxpipe.retrieval.find_sql import CandidateStore
+from ctxpipe.retrieval.find.candidate_store import CandidateStore
+from ctxpipe.retrieval.find.recall_stats import RecallStatsStore
 from ctxpipe.retrieval.models import CandidateRow, FindFilters, FindHit, FindResult
-from ctxpipe.retrieval.recall_stats import RecallStatsStore
-from ctxpipe.retrieval.snippets import grow_snippet, hit_date
-from ctxpipe.retrieval.text import Unit
 from ctxpipe.retrieval.tokens import TokenCounter
-from ctxpipe.retrieval.units import (
+from ctxpipe.retrieval.units.lexical import Unit
+from ctxpipe.retrieval.units.sentence_ranking import (
     Sentence,
     StoredUnitCache,
     UnitVectors,
@@ -55,6 +54,7 @@ from ctxpipe.retrieval.units import (
     rank_sentences,
     rrf_ranks,
 )
+from ctxpipe.retrieval.units.snippets import grow_snippet, hit_date
 from ctxpipe.storage.db import Database
 
 _MIN_CUT_TOKENS = 8  # a budget's last hit is cut to what is left, unless that is less

@@ -29,8 +29,8 @@ from ctxpipe.core.caches import LockedCache
 from ctxpipe.core.config import UnitContext
 from ctxpipe.providers.base import Embedder
 from ctxpipe.retrieval.models import CandidateRow
-from ctxpipe.retrieval.text import Unit, bm25_tokens, chunk_lines, stem, unit_key
-from ctxpipe.retrieval.unit_encoding import encode_units, line_units
+from ctxpipe.retrieval.units.encoding import encode_units, line_units
+from ctxpipe.retrieval.units.lexical import Unit, bm25_tokens, chunk_lines, stem, unit_key
 
 _K1 = 1.2
 _B = 0.75

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from ctxpipe.client.find_request import FindRequest
 from ctxpipe.core.caches import LockedCache
 from ctxpipe.core.config import Settings, UnitContext
 from ctxpipe.core.models import NodeStat, NodeSummary, RelationEdge
@@ -23,14 +24,14 @@ from ctxpipe.fs.session_owner import SessionOwners
 from ctxpipe.providers.base import LLM, Embedder
 from ctxpipe.retrieval.access import check_readable, owner_spaces, visible
 from ctxpipe.retrieval.config import RetrievalConfig
-from ctxpipe.retrieval.context_builder import ContextBuilder, ContextRequest, ContextResult
-from ctxpipe.retrieval.find import HybridFinder
+from ctxpipe.retrieval.context.context_builder import ContextBuilder, ContextRequest, ContextResult
+from ctxpipe.retrieval.context.snapshots import PgSnapshotStore, SnapshotStore
+from ctxpipe.retrieval.find.hybrid_finder import HybridFinder
+from ctxpipe.retrieval.find.recall_stats import RecallStatsStore
 from ctxpipe.retrieval.graph import GraphNeighbour, traverse
-from ctxpipe.retrieval.incremental import PgSnapshotStore, SnapshotStore
-from ctxpipe.retrieval.intent import IntentAnalyzer
 from ctxpipe.retrieval.models import FindFilters, FindHit, FindResult, SearchResult, TagCount
-from ctxpipe.retrieval.recall_stats import RecallStatsStore
-from ctxpipe.retrieval.search import SearchEngine
+from ctxpipe.retrieval.search.intent_analyzer import IntentAnalyzer
+from ctxpipe.retrieval.search.search_engine import SearchEngine
 from ctxpipe.retrieval.tokens import TokenCounter, counter_for_model
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
@@ -106,13 +107,15 @@ class ReadPath:
 
     @classmethod
     def from_runtime(cls, rt: ReadAdapters, config: RetrievalConfig | None = None) -> ReadPath:
+        """The read path of `rt`; without `config`, the settings' (`CTXPIPE_RETRIEVAL__…`,
+        `CTXPIPE_RETRIEVAL_PRESET`)."""
         return cls(
             rt.db,
             rt.embedder,
             rt.fs,
             rt.llm,
             schema=rt.settings.db_schema,
-            config=config,
+            config=config or rt.settings.retrieval,
             relations=rt.relations,
             unit_context=rt.settings.chunking.unit_context,
         )
@@ -223,18 +226,24 @@ class ReadPath:
     # ------------------------------------------------------------------ reads
     def find(
         self,
-        query: str,
+        request: FindRequest | str,
         ctx: RequestContext,
         top_k: int | None = None,
-        *,
-        budget_tokens: int | None = None,
         **narrow: Any,
     ) -> FindResult:
-        _require_query(query)
-        if budget_tokens is not None and budget_tokens < 1:
-            raise ValueError(f"budget_tokens must be at least 1, not {budget_tokens}")
-        filters = self.filters_for(ctx, **narrow)
-        res = self.finder.find(query, filters, top_k, budget_tokens=budget_tokens)
+        """Hybrid find of `request` within what `ctx` may see (a bare query with `top_k` and
+        the `FindRequest` fields as keywords is made into one)."""
+        req = as_find_request(request, top_k=top_k, **narrow)
+        filters = self.filters_for(
+            ctx,
+            scopes=req.scopes,
+            categories=req.categories,
+            context_types=req.context_types,
+            min_score=req.min_score,
+            tags=req.tags,
+            as_of=req.as_of,
+        )
+        res = self.finder.find(req.query, filters, req.top_k, budget_tokens=req.budget_tokens)
         _scrub(res.groups, filters)
         return res
 
@@ -347,7 +356,20 @@ def _scrub(groups: dict[str, list[FindHit]], filters: FindFilters) -> None:
             h.source_refs = [r for r in h.source_refs if _ref_visible(r, sessions)]
 
 
-__all__ = ["ReadPath"]
+def as_find_request(
+    request: FindRequest | str, top_k: int | None = None, **fields: Any
+) -> FindRequest:
+    """`request` itself, or the `FindRequest` of a bare query, `top_k` and `fields`
+    (ValueError, a pydantic ValidationError, when they are not a valid find)."""
+    if isinstance(request, FindRequest):
+        if top_k is not None or fields:
+            changed = {**request.model_dump(), "top_k": top_k or request.top_k, **fields}
+            return FindRequest.model_validate(changed)
+        return request
+    return FindRequest.model_validate({"query": request, "top_k": top_k, **fields})
+
+
+__all__ = ["ReadPath", "as_find_request"]
 
 
 def _require_query(query: str) -> None:

@@ -12,7 +12,7 @@
 5. **Assemble** — sections most stable first (system, preferences, memory, retrieval,
    conversation); the final text is counted with the real tokenizer and is never over budget.
 
-Incremental builds reuse the session's previous snapshot (`ctxpipe.retrieval.incremental`).
+Incremental builds reuse the session's previous snapshot (`ctxpipe.retrieval.context.snapshots`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,16 @@ from datetime import date
 from ctxpipe.core.llm_schemas import TypedQuery
 from ctxpipe.core.session import RequestContext
 from ctxpipe.fs import ContextFS
-from ctxpipe.retrieval.budget import BudgetAllocator, ContextPriority, TokenBudget
 from ctxpipe.retrieval.config import ContextConfig
-from ctxpipe.retrieval.context_fill import Placement, Placer, rank_candidates
-from ctxpipe.retrieval.context_models import (
+from ctxpipe.retrieval.context.budget_allocator import BudgetAllocator, ContextPriority, TokenBudget
+from ctxpipe.retrieval.context.candidates import (
+    Candidate,
+    conversation_candidates,
+    hit_candidates,
+    preference_candidates,
+    superseded,
+)
+from ctxpipe.retrieval.context.context_request import (
     SECTION_ORDER,
     TITLES,
     ContextItem,
@@ -36,16 +42,8 @@ from ctxpipe.retrieval.context_models import (
     ContextResult,
     ContextSection,
 )
-from ctxpipe.retrieval.context_sources import (
-    Candidate,
-    conversation_candidates,
-    hit_candidates,
-    preference_candidates,
-    superseded,
-)
-from ctxpipe.retrieval.find import HybridFinder
-from ctxpipe.retrieval.hierarchical import hit_key
-from ctxpipe.retrieval.incremental import (
+from ctxpipe.retrieval.context.placer import Placement, Placer, rank_candidates
+from ctxpipe.retrieval.context.snapshots import (
     ContextSnapshot,
     Delta,
     DeltaStats,
@@ -56,11 +54,13 @@ from ctxpipe.retrieval.incremental import (
     select_strategy,
     sha,
 )
-from ctxpipe.retrieval.intent import IntentAnalyzer
+from ctxpipe.retrieval.find.hybrid_finder import HybridFinder
 from ctxpipe.retrieval.models import FindFilters, FindHit
-from ctxpipe.retrieval.search import merge_by_rank, scope_filters
-from ctxpipe.retrieval.text import Unit
+from ctxpipe.retrieval.search.hierarchical_retriever import hit_key
+from ctxpipe.retrieval.search.intent_analyzer import IntentAnalyzer
+from ctxpipe.retrieval.search.search_engine import merge_by_rank, scope_filters
 from ctxpipe.retrieval.tokens import TokenCounter
+from ctxpipe.retrieval.units.lexical import Unit
 
 log = logging.getLogger(__name__)
 

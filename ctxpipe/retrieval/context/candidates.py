@@ -23,10 +23,10 @@ from ctxpipe.core.errors import CtxError
 from ctxpipe.core.session import Message
 from ctxpipe.core.validity import TEMPORAL_CATEGORIES, as_of_view, line_holds, synthesis_holds
 from ctxpipe.fs import ContextFS
-from ctxpipe.retrieval.budget import ContextPriority
-from ctxpipe.retrieval.hierarchical import hit_key
+from ctxpipe.retrieval.context.budget_allocator import ContextPriority
 from ctxpipe.retrieval.models import FindHit
-from ctxpipe.retrieval.text import Unit, split_units
+from ctxpipe.retrieval.search.hierarchical_retriever import hit_key
+from ctxpipe.retrieval.units.lexical import Unit, split_units
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
 

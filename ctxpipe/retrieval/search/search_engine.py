@@ -10,10 +10,14 @@ from typing import Any
 from ctxpipe.core.llm_schemas import TypedQuery
 from ctxpipe.core.session import Message, RequestContext
 from ctxpipe.retrieval.config import HierarchicalConfig
-from ctxpipe.retrieval.find import HybridFinder
-from ctxpipe.retrieval.hierarchical import HierarchicalRetriever, hit_key, parent_dir
-from ctxpipe.retrieval.intent import IntentAnalyzer, IntentResult
+from ctxpipe.retrieval.find.hybrid_finder import HybridFinder
 from ctxpipe.retrieval.models import FindFilters, FindHit, SearchResult, TypedQueryResult
+from ctxpipe.retrieval.search.hierarchical_retriever import (
+    HierarchicalRetriever,
+    hit_key,
+    parent_dir,
+)
+from ctxpipe.retrieval.search.intent_analyzer import IntentAnalyzer, IntentResult
 
 
 class FinderSearcher:

@@ -36,7 +36,7 @@ from ctxpipe.core.caches import LockedCache
 from ctxpipe.core.errors import StorageError
 from ctxpipe.retrieval.config import FindConfig
 from ctxpipe.retrieval.models import CandidateRow, FindFilters
-from ctxpipe.retrieval.text import bm25_idf, query_terms, tsquery_or
+from ctxpipe.retrieval.units.lexical import bm25_idf, query_terms, tsquery_or
 from ctxpipe.storage.chunk_sql import ChunkScope, HnswTuner, chunk_where, vector_literal
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries

@@ -13,8 +13,8 @@ from datetime import date, datetime
 from typing import Any
 
 from ctxpipe.retrieval.models import CandidateRow
-from ctxpipe.retrieval.text import Unit
 from ctxpipe.retrieval.tokens import TokenCounter
+from ctxpipe.retrieval.units.lexical import Unit
 
 
 def grow_snippet(line: Unit, sentence: Unit, cap: int, counter: TokenCounter) -> str:

@@ -23,12 +23,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ctxpipe.core.text import token_set
-from ctxpipe.retrieval.budget import ContextPriority, TokenBudget
-from ctxpipe.retrieval.context_models import SECTION_ORDER, TITLES, ContextItem, ContextSection
-from ctxpipe.retrieval.context_sources import Candidate, cited, render
-from ctxpipe.retrieval.incremental import sha
-from ctxpipe.retrieval.text import Unit
+from ctxpipe.retrieval.context.budget_allocator import ContextPriority, TokenBudget
+from ctxpipe.retrieval.context.candidates import Candidate, cited, render
+from ctxpipe.retrieval.context.context_request import (
+    SECTION_ORDER,
+    TITLES,
+    ContextItem,
+    ContextSection,
+)
+from ctxpipe.retrieval.context.snapshots import sha
 from ctxpipe.retrieval.tokens import TokenCounter
+from ctxpipe.retrieval.units.lexical import Unit
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""search: intent analysis into typed queries and the hierarchical retrieval of each."""

@@ -11,9 +11,13 @@ is written in one transaction (`ReplicaStore.write`).
 Unit vectors: every line and sentence `find` ranks inside a chunk (`unit_texts`) is embedded
 with the chunk and stored next to it, keyed by a hash of its text. A chunk with a unit not
 embedded yet is read again whole, its units pooled from that reading
-(`retrieval.unit_encoding`, `ChunkingConfig.unit_context`); a unit whose text is a chunk text
-takes that chunk's vector, and the units of an unchanged chunk of an updated or moved node keep
-their stored vectors (`ChunkingConfig.unit_vectors` turns all this off).
+(`retrieval.unit_encoding`, `ChunkingConfig.unit_context`); a chunk of one line whose text is
+encoded whole anyway takes that vector for its unit. Read only what is new: a unit's vector
+depends on its chunk's whole text, so the stored unit vectors are looked up by the text of
+their chunk, and an updated or moved node keeps those of every chunk whose text is unchanged
+(the chunker keeps earlier chunks' texts when lines are appended); the model reads only the
+new or changed chunks, each distinct set of lines once (`ChunkingConfig.unit_vectors` turns
+all this off).
 """
 
 from __future__ import annotations
@@ -177,7 +181,7 @@ class Indexer:
         report.add_time("decide", started)
 
         reuse = dict(reuse or {})
-        unit_reuse: dict[str, Any] = {}
+        unit_reuse: dict[str, dict[str, Any]] = {}
         if to_index and not force:  # an updated node: its unchanged texts keep their vectors
             started = time.perf_counter()
             stored = self.replica.chunk_vectors([n.uri for n in to_index], self.model_name)
@@ -205,7 +209,7 @@ class Indexer:
         nodes: list[ContextNode],
         report: SyncReport,
         reuse: dict[str, Any],
-        unit_reuse: dict[str, Any] | None = None,
+        unit_reuse: dict[str, dict[str, Any]] | None = None,
     ) -> list[NodeWrite]:
         """Chunk every node and find its lines (in the prep processes when there are some),
         then embed all new texts of the batch (chunks and units) together."""
@@ -243,38 +247,53 @@ class Indexer:
             # be a memory's chunk with units and an archive summary's chunk without)
             alone = {c.text_content for _, cs in chunked for c in cs if not units.get(c.chunk_id)}
             texts = [t for t in texts if t in alone]
-        by_key = dict(unit_reuse or {})
-        chunk_texts = {**reuse, **dict.fromkeys(texts)}
+        kept = dict(unit_reuse or {})  # chunk text -> unit key -> the vector stored with it
         keys = {u: unit_key(u) for per_chunk in units.values() for u in per_chunk}
+        text_of = {c.chunk_id: c.text_content for _, chunks in chunked for c in chunks}
 
-        def known(u: str) -> bool:
-            return u in chunk_texts or (bool(by_key) and keys[u] in by_key)
+        def stored(cid: str) -> dict[str, Any] | None:
+            """The stored unit vectors of this chunk's text, if they cover all its units: a
+            unit's vector is pooled from its chunk's reading, so it is reused only with the
+            whole chunk text unchanged."""
+            got = kept.get(text_of[cid])
+            if got is None or not all(keys[u] in got for u in units[cid]):
+                return None
+            return got
 
-        stale = [  # the chunks with a unit not embedded yet: read again, whole
+        reused = {cid: got for cid in lines if (got := stored(cid)) is not None}
+        # a chunk of one unit, a text encoded whole anyway: the unit takes that vector (the
+        # reading of that one line alone)
+        whole = {**reuse, **dict.fromkeys(texts)}
+        single = {
             cid
-            for cid, per_chunk in lines.items()
-            if not all(known(u) for line in per_chunk for u in line.texts)
-        ]
+            for cid in lines
+            if cid not in reused and len(units[cid]) == 1 and units[cid][0] in whole
+        }
+        # the chunks new or changed are read again, whole; chunks of the same lines (an
+        # overview equal to its content, a text twice in the batch) are read once
+        stale = [cid for cid in lines if units[cid] and cid not in reused and cid not in single]
+        reads = list(dict.fromkeys(tuple(lines[cid]) for cid in stale))
         report.add_time("units", started)
         started = time.perf_counter()
         context = self._chunking.unit_context
-        fresh, vectors = encode_units(
-            self.embedder, [lines[cid] for cid in stale], context=context, texts=texts
-        )
-        by_chunk = dict(zip(stale, fresh, strict=True))  # a unit's vector in its chunk
+        fresh, vectors = encode_units(self.embedder, reads, context=context, texts=texts)
+        read = dict(zip(reads, fresh, strict=True))
+        by_chunk = {cid: read[tuple(lines[cid])] for cid in stale}  # a unit's vector in its chunk
         report.embedded += len(texts)
-        report.units_embedded += len({u for cid in stale for u in units[cid]})
+        report.units_embedded += len({u for r in reads for u in unit_texts_of(r)})
         report.add_time("embed", started)
         writes = []
         for node, chunks in chunked:
             per_chunk: list[list[tuple[str, Any]]] = []
             for c in chunks:
-                row = []
-                own = by_chunk.get(c.chunk_id, {})
-                for u in units.get(c.chunk_id, []):
-                    key = keys[u]
-                    vec = own.get(u, vectors.get(u, reuse.get(u)))
-                    row.append((key, by_key[key] if vec is None else vec))
+                cid = c.chunk_id
+                if cid in reused:
+                    row = [(keys[u], reused[cid][keys[u]]) for u in units[cid]]
+                elif cid in single:
+                    u = units[cid][0]
+                    row = [(keys[u], vectors[u] if u in vectors else reuse[u])]
+                else:
+                    row = [(keys[u], by_chunk[cid][u]) for u in units.get(cid, [])]
                 per_chunk.append(row)
                 report.units += len(row)
             vecs = [

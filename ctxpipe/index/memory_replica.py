@@ -64,15 +64,17 @@ class MemoryReplica:
             if c.metadata.get("model") == model
         }
 
-    def unit_vectors(self, uris: Sequence[str], model: str) -> dict[str, Any]:
-        return {
-            key: as_array(v)
-            for uri in uris
-            if (w := self.nodes.get(uri)) is not None
-            for c, units in zip(w.chunks, w.units, strict=True)
-            if c.metadata.get("model") == model
-            for key, v in units
-        }
+    def unit_vectors(self, uris: Sequence[str], model: str) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for uri in uris:
+            w = self.nodes.get(uri)
+            if w is None:
+                continue
+            for c, units in zip(w.chunks, w.units, strict=True):
+                if c.metadata.get("model") == model:
+                    held = out.setdefault(c.text_content, {})
+                    held.update((key, as_array(v)) for key, v in units)
+        return out
 
     def write(
         self,

@@ -68,7 +68,7 @@ class ReplicaRows(Protocol):
     def truncate(self) -> None: ...
     def uris_under(self, uri: str) -> list[str]: ...
     def chunk_vectors(self, uris: Sequence[str], model: str) -> dict[str, Any]: ...
-    def unit_vectors(self, uris: Sequence[str], model: str) -> dict[str, Any]: ...
+    def unit_vectors(self, uris: Sequence[str], model: str) -> dict[str, dict[str, Any]]: ...
     def write(
         self,
         writes: Sequence[NodeWrite],
@@ -155,15 +155,20 @@ class ReplicaStore:
             ).fetchall()
         return {text: as_array(vec) for text, vec in rows}
 
-    def unit_vectors(self, uris: Sequence[str], model: str) -> dict[str, Any]:
-        """Stored unit vectors by unit key, of the chunks of `uris` embedded by `model`."""
+    def unit_vectors(self, uris: Sequence[str], model: str) -> dict[str, dict[str, Any]]:
+        """Stored unit vectors of the chunks of `uris` embedded by `model`, by chunk text, then
+        by unit key: a unit's vector is pooled from its chunk's reading, so it is reused only
+        where the whole chunk text is unchanged."""
         if not uris:
             return {}
+        out: dict[str, dict[str, Any]] = {}
         with self.db.connection() as conn:
             rows = conn.execute(
                 self._q["index_unit_vectors"], {"uris": list(uris), "model": model}, binary=True
             ).fetchall()
-        return {key: as_array(vec) for key, vec in rows}
+        for text, key, vec in rows:
+            out.setdefault(text, {})[key] = as_array(vec)
+        return out
 
     def counts(self) -> dict[str, int]:
         with self.db.connection() as conn:

@@ -54,9 +54,10 @@ FROM STDIN (FORMAT BINARY)
 COPY {{schema}}.chunk_units (chunk_id, unit_key, embedding) FROM STDIN (FORMAT BINARY)
 
 -- name: index_unit_vectors
--- Stored unit vectors by unit key, of chunks embedded by `model` (unchanged lines and sentences
--- of an updated or moved node are not embedded again).
-SELECT DISTINCT ON (u.unit_key) u.unit_key, u.embedding
+-- Stored unit vectors with the text of their chunk, of chunks embedded by `model` (the units of
+-- an unchanged chunk text of an updated or moved node are not embedded again; a unit's vector
+-- is pooled from its chunk's reading, so it is reused only with its whole chunk).
+SELECT c.text_content, u.unit_key, u.embedding
 FROM {{schema}}.chunk_units AS u
 JOIN {{schema}}.context_chunks AS c ON c.chunk_id = u.chunk_id
 WHERE c.uri = ANY(%(uris)s) AND c.metadata ->> 'model' = %(model)s

@@ -11,7 +11,7 @@ is written in one transaction (`ReplicaStore.write`).
 Unit vectors: every line and sentence `find` ranks inside a chunk (`unit_texts`) is embedded
 with the chunk and stored next to it, keyed by a hash of its text. A chunk with a unit not
 embedded yet is read again whole, its units pooled from that reading
-(`retrieval.unit_encoding`, `ChunkingConfig.unit_context`); a chunk of one line whose text is
+(`retrieval.units.encoding`, `ChunkingConfig.unit_context`); a chunk of one line whose text is
 encoded whole anyway takes that vector for its unit. Read only what is new: a unit's vector
 depends on its chunk's whole text, so the stored unit vectors are looked up by the text of
 their chunk, and an updated or moved node keeps those of every chunk whose text is unchanged

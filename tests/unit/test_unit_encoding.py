@@ -1,4 +1,4 @@
-"""What the model reads to embed the units find ranks (`retrieval.unit_encoding`), and the
+"""What the model reads to embed the units find ranks (`retrieval.units.encoding`), and the
 length batching of `encode_spans`. Fake embedders; no servers, no model."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The units the index embeds next to a chunk, and how the model reads them (the same code
 gives find its vectors when a replica has none stored).
 
-A chunk's units (`retrieval.text.unit_texts`) are its lines and, for a line of several
+A chunk's units (`retrieval.units.lexical.unit_texts`) are its lines and, for a line of several
 sentences, each sentence with the line's speaker prefix. `ChunkingConfig.unit_context` says what
 the model reads to give a unit its vector:
 
@@ -66,7 +66,7 @@ def _line(line: Unit) -> LineUnits:
 
 
 def unit_texts_of(lines: Iterable[LineUnits]) -> list[str]:
-    """The distinct unit texts of a chunk's lines, in order (= `retrieval.text.unit_texts`)."""
+    """The distinct unit texts of a chunk's lines, in order (= `retrieval.units.lexical.unit_texts`)."""
     return list(dict.fromkeys(t for line in lines for t in line.texts))
 
 

@@ -80,34 +80,24 @@ class PgVectorIndex:
 
     async def has_rows(self, account_id: str, owner_space: str, category: str) -> bool:
         """Whether the owner has any indexed L0 chunk of `category` (skips needless embeds)."""
-        return await asyncio.to_thread(self._has_rows, account_id, owner_space, category)
-
-    def _has_rows(self, account_id: str, owner_space: str, category: str) -> bool:
-        try:
-            with self._db.connection() as conn:
-                row = conn.execute(
-                    self._queries["chunks_exist_for_owner"],
-                    {"account_id": account_id, "owner_space": owner_space, "category": category},
-                ).fetchone()
-        except psycopg.Error as exc:
-            raise StorageError(f"index lookup failed: {' '.join(str(exc).split())}") from exc
-        return bool(row and row[0])
+        params = {"account_id": account_id, "owner_space": owner_space, "category": category}
+        rows = await asyncio.to_thread(self._named, "chunks_exist_for_owner", params)
+        return bool(rows and rows[0][0])
 
     async def unindexed(self, account_id: str, prefix: str, limit: int = 50) -> list[str]:
         """URIs under `prefix` whose upsert is still in the outbox: written to the FS, not yet
         in the replica (the dedup prefilter reads them from the FS)."""
-        return await asyncio.to_thread(self._unindexed, account_id, prefix, limit)
+        params = {"account_id": account_id, "prefix": prefix, "limit": limit}
+        rows = await asyncio.to_thread(self._named, "outbox_unindexed_uris", params)
+        return [str(r[0]) for r in rows]
 
-    def _unindexed(self, account_id: str, prefix: str, limit: int) -> list[str]:
+    def _named(self, query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """The rows of named query `query`; a database error is a `StorageError`."""
         try:
             with self._db.connection() as conn:
-                rows = conn.execute(
-                    self._queries["outbox_unindexed_uris"],
-                    {"account_id": account_id, "prefix": prefix, "limit": limit},
-                ).fetchall()
+                return list(conn.execute(self._queries[query], params).fetchall())
         except psycopg.Error as exc:
-            raise StorageError(f"outbox lookup failed: {' '.join(str(exc).split())}") from exc
-        return [str(r[0]) for r in rows]
+            raise StorageError(f"{query} failed: {' '.join(str(exc).split())}") from exc
 
     def search_sync(
         self,

@@ -39,6 +39,8 @@ def _text(value: Any) -> str | None:
         return str(value.absolute())
     if isinstance(value, str | int | float):
         return str(value)
+    if isinstance(value, BaseModel):  # a model nested two deep (retrieval.find): its JSON
+        return value.model_dump_json()
     return json.dumps(value, default=str)
 
 

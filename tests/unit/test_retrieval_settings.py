@@ -110,3 +110,21 @@ def test_the_read_path_takes_the_settings_config(monkeypatch: pytest.MonkeyPatch
     assert rp.finder.config.candidates == PRESETS["thorough"]["find"]["candidates"]
     given = RetrievalConfig(find=FindConfig(top_k=2))
     assert read_path.ReadPath.from_runtime(rt, given).finder.config.top_k == 2  # type: ignore[arg-type]
+
+
+def test_a_child_process_rebuilds_the_retrieval_settings_from_the_stacks_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The dev stack starts its workers with the settings as CTXPIPE_* variables: a model
+    nested two deep (retrieval.find) travels as its JSON and comes back equal."""
+    from ctxpipe.devstack.env import settings_env
+
+    settings = Settings(retrieval_preset="thorough")
+    settings.retrieval.find.top_k = 17
+    for key in [k for k in os.environ if k.startswith("CTXPIPE_")]:
+        monkeypatch.delenv(key)
+    for key, value in settings_env(settings).items():
+        monkeypatch.setenv(key, value)
+    again = Settings()
+    assert again.retrieval == settings.retrieval
+    assert (again.retrieval.find.top_k, again.retrieval_preset) == (17, "thorough")

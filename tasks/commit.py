@@ -1,35 +1,23 @@
-"""Commit tasks: thin wrappers that run the ledgered steps of `ctxpipe.commit.steps`.
+"""Commit tasks: one thin task per step of a commit's canvas (`ctxpipe.commit.canvas`), and
+`workflow`, which maps that canvas (data) onto Celery's chain, group and chord.
 
 A step returns its output as a pydantic model; a task returns it as JSON (the task's result on
 the broker's backend, as it always was)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
 from celery import Task, chain, chord, group
 from celery.canvas import Signature
 from pydantic import BaseModel
 
-from ctxpipe.commit import steps
-from ctxpipe.commit.canvas import extractor_tasks
+from ctxpipe.commit import canvas, steps
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.session import SessionInput
 from tasks import context
 from tasks.app import app
-from tasks.queues import (
-    ARCHIVE,
-    EXTRACT_TASKS,
-    FINISH,
-    PLAN,
-    PREPARE,
-    REGISTER,
-    RUN,
-    START,
-    SUBMIT,
-    WRITE,
-)
+from tasks.queues import PLAN, START, SUBMIT, step_task
 
 
 class CommitTask(Task):
@@ -66,102 +54,69 @@ def _task(name: str, **kw: Any):
     return app.task(name=name, base=CommitTask, bind=True, **kw)
 
 
-@_task(ARCHIVE)
-def archive(self: CommitTask, commit_id: str) -> dict[str, Any]:
-    return _json(steps.archive_step(self.components(), self.ledger(), commit_id, self.delivery()))
-
-
 def _json(output: BaseModel) -> dict[str, Any]:
     """A step's output as the task's JSON result."""
     return output.model_dump(mode="json")
 
 
-def _make_extract(name: str, task_name: str):
-    @_task(task_name)
-    def extract(self: CommitTask, commit_id: str) -> dict[str, Any]:
-        c, ledger = self.components(), self.ledger()
-        return _json(steps.extract_step(c, ledger, commit_id, name, self.delivery()))
+def _run_step(self: CommitTask, commit_id: str) -> dict[str, Any]:
+    """The canvas step this task runs (by the task's short name), once, under the ledger; after
+    the step that ends a commit, the indexing of its nodes, now rather than at the next beat."""
+    step = canvas.STEPS[self.name.rsplit(".", 1)[-1]]
+    result = steps.blocking(step.run)(self.components(), self.ledger(), commit_id, self.delivery())
+    if step.last:
+        from tasks.index import kick_drain
 
-    return extract
+        kick_drain(self.settings)
+    return _json(result)
 
 
-EXTRACTORS = {name: _make_extract(name, tn) for name, tn in EXTRACT_TASKS.items()}
+def _step_task(name: str) -> Task:
+    def run(self: CommitTask, commit_id: str) -> dict[str, Any]:
+        return _run_step(self, commit_id)
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = f"The `{name}` step of a commit (`ctxpipe.commit.canvas`)."
+    return _task(step_task(name))(run)
 
 
 @_task(PLAN)
 def plan(self: CommitTask, _header_results: list[Any], commit_id: str) -> dict[str, Any]:
     """Chord body. The extractor outputs are read from the ledger (write-once), so the plan
     never depends on which delivery of a header task reported first."""
-    return _json(steps.plan_step(self.components(), self.ledger(), commit_id, self.delivery()))
+    return _run_step(self, commit_id)
 
 
-@_task(PREPARE)
-def prepare(self: CommitTask, commit_id: str) -> dict[str, Any]:
-    """Archive, extractors and plan in one task: the canvas without a chord."""
-    return _json(steps.prepare_step(self.components(), self.ledger(), commit_id, self.delivery()))
+TASKS: dict[str, Task] = {
+    name: plan if name == "plan" else _step_task(name) for name in canvas.STEPS
+}
+archive = TASKS["archive"]
 
 
-@_task(WRITE)
-def write(self: CommitTask, commit_id: str) -> dict[str, Any]:
-    return _json(steps.write_step(self.components(), self.ledger(), commit_id, self.delivery()))
+def _signature(stage: canvas.Stage, commit_id: str) -> Signature:
+    if isinstance(stage, canvas.Chord):
+        header = group(TASKS[s.task].si(commit_id) for s in stage.header)
+        return chord(header, TASKS[stage.body.task].s(commit_id))
+    return TASKS[stage.task].si(commit_id)
 
 
-def _last_step(self: CommitTask, step: Callable[..., BaseModel], commit_id: str) -> dict[str, Any]:
-    """A step that ends a commit, then the indexing of its nodes, now rather than at the next
-    beat."""
-    result = step(self.components(), self.ledger(), commit_id, self.delivery())
-    from tasks.index import kick_drain
-
-    kick_drain(self.settings)
-    return _json(result)
-
-
-@_task(REGISTER)
-def register(self: CommitTask, commit_id: str) -> dict[str, Any]:
-    return _last_step(self, steps.register_step, commit_id)
-
-
-@_task(FINISH)
-def finish(self: CommitTask, commit_id: str) -> dict[str, Any]:
-    """Write, then register: the last task of a commit's canvas."""
-    return _last_step(self, steps.finish_step, commit_id)
-
-
-@_task(RUN)
-def run(self: CommitTask, commit_id: str) -> dict[str, Any]:
-    """A whole commit (prepare, then finish) in one task: the canvas without a chord."""
-    return _last_step(self, steps.run_step, commit_id)
-
-
-def workflow(
-    commit_id: str, start: str = "archive", extractors: Sequence[str] | None = None
-) -> Signature:
-    """The commit's canvas from phase `start`: chain(archive, chord(group(extractor tasks),
-    plan), finish) where some extractors get a task of their own (`extractors`, default:
-    `canvas.extractor_tasks` without the request), else the one task `run` (prepare, then
-    finish) — or the tail (finish = write + register; from `register`: the registration
-    alone)."""
-    if extractors is None:
-        extractors = extractor_tasks(None, app.conf.ctxpipe_settings)
-    head: list[Signature] = []
-    if start in ("archive", "extract"):
-        if not extractors:
-            return chain(run.si(commit_id))
-        head = [chord(group(EXTRACTORS[n].si(commit_id) for n in extractors), plan.s(commit_id))]
-        if start == "archive":
-            head.insert(0, archive.si(commit_id))
-    elif start not in ("write", "register"):
-        raise ValueError(f"unknown start phase {start!r}")
-    last = register if start == "register" else finish
-    return chain(*head, last.si(commit_id))
+def workflow(commit_id: str, start: str = "archive", kind: str | None = None) -> Signature:
+    """The commit's canvas from phase `start` (`canvas.canvas`) as Celery signatures: with the
+    default `chord` canvas chain(archive, chord(group(4 extractors), plan), write, register),
+    or its tail; with `fused` (`kind`, default: the settings' `commit.canvas`) the one task
+    `run` (from `write`: `finish`, write then register)."""
+    kind = kind or app.conf.ctxpipe_settings.commit.canvas
+    stages = canvas.canvas(start, "fused" if kind == "fused" else "chord")
+    return chain(*(_signature(s, commit_id) for s in stages))
 
 
 @app.task(name=START, ignore_result=True, acks_late=True)
-def start(commit_id: str, phase: str = "archive", extractors: list[str] | None = None) -> None:
+def start(commit_id: str, phase: str = "archive", _extractors: list[str] | None = None) -> None:
     """Build and launch a commit's canvas on a worker: producers only send this one small
-    message (fire-and-forget) and follow the commit through the ledger. `extractors`: those
-    that get a task of their own, as the producer chose from the request."""
-    workflow(commit_id, phase, extractors).apply_async(add_to_parent=False)
+    message (fire-and-forget) and follow the commit through the ledger. A third argument
+    (the extractors with a task of their own, sent by earlier producers) is ignored: every
+    extractor has one on the `chord` canvas."""
+    workflow(commit_id, phase).apply_async(add_to_parent=False)
 
 
 def enqueue(req: CommitRequest) -> str:
@@ -173,8 +128,7 @@ def enqueue(req: CommitRequest) -> str:
     new = steps.submit(ledger, req, settings.limits, max_pending=settings.commit.max_pending)
     row = None if new else ledger.get(req.commit_id)
     if new or (row is not None and row.phase == "enqueued"):
-        fanout = extractor_tasks(req, app.conf.ctxpipe_settings)
-        workflow(req.commit_id, extractors=fanout).apply_async(add_to_parent=False)
+        workflow(req.commit_id).apply_async(add_to_parent=False)
     return req.commit_id
 
 

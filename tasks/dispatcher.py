@@ -31,7 +31,6 @@ class CeleryDispatcher:
 
     def submit(self, req: CommitRequest) -> str:
         from ctxpipe.commit import steps
-        from ctxpipe.commit.canvas import extractor_tasks
         from tasks.app import app
         from tasks.queues import START
 
@@ -47,8 +46,7 @@ class CeleryDispatcher:
             # fire-and-forget: no result subscription is left behind in the producer. A commit
             # recorded earlier whose start message never left (broker down) is started again.
             try:
-                fanout = extractor_tasks(req, self._settings)
-                app.send_task(START, args=[req.commit_id, "archive", fanout], ignore_result=True)
+                app.send_task(START, args=[req.commit_id, "archive"], ignore_result=True)
             except (KombuError, RedisError, OSError) as exc:
                 raise BrokerUnavailableError(req.commit_id, exc) from exc
         return req.commit_id

@@ -9,26 +9,22 @@ from ctxpipe.core.queues import COMMIT, EMBED, EXTRACT, MAINTENANCE, QUEUES
 
 SUBMIT = "ctxpipe.commit.submit"
 START = "ctxpipe.commit.start"
-ARCHIVE = "ctxpipe.commit.archive"
-EXTRACT_TASKS = {
-    "profile": "ctxpipe.commit.extract_profile",
-    "preferences": "ctxpipe.commit.extract_preferences",
-    "entity_event": "ctxpipe.commit.extract_entity_event",
-    "procedure": "ctxpipe.commit.extract_procedure",
-}
-PLAN = "ctxpipe.commit.plan"
-PREPARE = "ctxpipe.commit.prepare"  # archive + extractors + plan in one task
-WRITE = "ctxpipe.commit.write"
-REGISTER = "ctxpipe.commit.register"
-FINISH = "ctxpipe.commit.finish"  # write + register in one task: the last of a commit
-RUN = "ctxpipe.commit.run"  # prepare + finish: the whole commit in one task (no chord)
+
+
+def step_task(step: str) -> str:
+    """The name of the task of a canvas step (`ctxpipe.commit.canvas.STEPS`): "plan" →
+    "ctxpipe.commit.plan"; the extractors' ("extract_profile" …) go to the extract queue."""
+    return f"ctxpipe.commit.{step}"
+
+
+PLAN = step_task("plan")  # the chord body: its commit id is its second argument
 SWEEP = "ctxpipe.maintenance.sweep_stuck_commits"
 REAP = "ctxpipe.maintenance.reap"
 
 TASK_QUEUES = tuple(Queue(name, routing_key=name) for name in QUEUES)
 
 TASK_ROUTES: dict[str, dict[str, str]] = {
-    "ctxpipe.commit.extract_*": {"queue": EXTRACT},
+    "ctxpipe.commit.extract_*": {"queue": EXTRACT},  # the canvas's extractors
     "ctxpipe.commit.*": {"queue": COMMIT},
     "ctxpipe.index.*": {"queue": EMBED},
     "ctxpipe.maintenance.*": {"queue": MAINTENANCE},

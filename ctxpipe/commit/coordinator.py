@@ -1,8 +1,8 @@
-"""CommitCoordinator: runs a commit's steps in one process.
+"""CommitCoordinator: a commit in one process, on the canvas the workers run.
 
-The inline dispatcher: the very `steps` coroutines the Celery tasks run, awaited in order on an
-`InMemoryLedger` (the four extractors concurrently, as the chord runs them). Nothing retries in
-process, so a transient failure reaches the caller as the error itself.
+The inline dispatcher: records the commit in an `InMemoryLedger` and hands the canvas of the
+settings (`commit.canvas`, `CTXPIPE_COMMIT__CANVAS`) to the in-process executor
+(`commit.executor`), which runs the very steps the Celery tasks run, in their order.
 """
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from __future__ import annotations
 import asyncio
 
 from ctxpipe.commit import steps
+from ctxpipe.commit.canvas import canvas
 from ctxpipe.commit.components import CommitComponents
+from ctxpipe.commit.executor import execute
 from ctxpipe.commit.journal import CommitJournal
 from ctxpipe.commit.ledger import InMemoryLedger
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.commit.phases import check_session_owner
-from ctxpipe.core.errors import CommitError
 from ctxpipe.core.models import CommitResult
 from ctxpipe.core.session import check_limits
-from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
 
 
 class CommitCoordinator:
@@ -39,25 +39,12 @@ class CommitCoordinator:
         ledger = InMemoryLedger()
         steps.submit(ledger, req)
         self._c.step_cache.remember(req)  # the request itself, not a copy parsed back
+        stages = canvas(kind=self._c.settings.commit.canvas)
         try:
-            return await self._run(ledger, req.commit_id)
+            return await execute(stages, self._c, ledger, req.commit_id)
         except steps.TransientStepError as exc:
             failure = exc.__cause__ or exc
         raise failure  # the error itself, as a caller in process has always seen it
-
-    async def _run(self, ledger: InMemoryLedger, commit_id: str) -> CommitResult:
-        c = self._c
-        await steps.archive(c, ledger, commit_id)
-        try:
-            await asyncio.gather(
-                *(steps.extract(c, ledger, commit_id, name) for name in EXTRACTOR_NAMES)
-            )
-        except steps.TransientStepError as exc:
-            cause = exc.__cause__ or exc
-            raise CommitError(str(cause), phase="extract") from cause
-        await steps.plan(c, ledger, commit_id)
-        await steps.write(c, ledger, commit_id)
-        return await steps.register(c, ledger, commit_id)
 
     def commit_sync(self, req: CommitRequest) -> CommitResult:
         return asyncio.run(self.commit(req))

@@ -82,6 +82,7 @@ class LedgerPort(Protocol):
         timings: Timings | None = None,
         with_result: bool = False,
         extracted_when: int | None = None,
+        durable: bool = True,
     ) -> JsonObject: ...
 
     def complete_all(self, commit_id: str, completions: list[Completion]) -> list[JsonObject]: ...
@@ -111,6 +112,7 @@ def store(ledger: LedgerPort, commit_id: str, done: Completion) -> JsonObject:
         extractors=done.extractors,
         timings=done.timings,
         extracted_when=done.extracted_when,
+        durable=done.durable,
     )
 
 
@@ -251,11 +253,15 @@ class InMemoryLedger:
         timings: Timings | None = None,
         with_result: bool = False,
         extracted_when: int | None = None,
+        durable: bool = True,
     ) -> JsonObject:
         """`ledger_complete`: store a phase output (first writer wins) and advance the phase
         under one lock; `extracted_when`: with an extractor's report, move on to `extracted`
-        once that many extractors have reported. Returns the stored output."""
-        done = _encode(Completion(key, payload, phase, extractors, timings, extracted_when))
+        once that many extractors have reported. `durable`: nothing to flush here. Returns
+        the stored output."""
+        done = _encode(
+            Completion(key, payload, phase, extractors, timings, extracted_when, durable)
+        )
         with self._lock:
             return self._complete(commit_id, *done, status, with_result)
 

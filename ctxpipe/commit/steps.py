@@ -5,8 +5,9 @@ A step runs its phase once per (commit id, phase): its output, a pydantic model 
 redelivered step returns the stored output, parsed, without running again. No step takes or
 returns a bare dict: the Celery tasks dump the models they get back to JSON. Each step is a
 coroutine (`archive`, `extract`, `plan`, `write`, `register`) with a blocking twin
-(`archive_step` …) for a Celery task. CommitCoordinator awaits the same coroutines on an
-`InMemoryLedger`, so in-process commits and the tests run the code the workers run. Steps classify
+(`archive_step` …) for a Celery task. `commit.canvas` orders them; Celery runs that canvas and
+so does the in-process executor (`commit.executor`, on an `InMemoryLedger`), so in-process
+commits and the tests run the code the workers run. Steps classify
 failures: transient ones raise `TransientStepError` (the task layer retries with backoff),
 permanent ones mark the commit failed in the ledger and raise `CommitError`.
 The Celery tasks in `tasks/` are thin wrappers around the blocking twins.
@@ -176,6 +177,7 @@ def _archived(outcome: ArchiveOutcome) -> Completion:
         outcome.model_dump(mode="json"),
         CommitPhase.ARCHIVED,
         timings={"archive_ms": outcome.duration_ms},
+        durable=False,  # recomputed by the next step when a crash of PostgreSQL loses it
     )
 
 
@@ -190,6 +192,7 @@ def _extracted(name: str, result: ExtractionResult) -> Completion:
         extractors={name: ExtractorProgress.of(rep).model_dump(mode="json")},
         timings={f"extract_{name}_ms": rep.duration_ms},
         extracted_when=len(EXTRACTOR_NAMES),
+        durable=False,  # recomputed by the plan when a crash of PostgreSQL loses it
     )
 
 
@@ -283,34 +286,23 @@ async def extract(
     req, _, outs = _state(c, ledger, commit_id, [key, ARCHIVE], delivery, phase="extract", done=key)
     if name in outs.extracted:  # redelivered: the first stored output stands
         return outs.extracted[name]
-    archived = _need(outs.archive, ARCHIVE, "extract").archive
-    return await _extract(c, ledger, commit_id, name, req, archived)
+    # missing only when a crash of PostgreSQL lost it (not flushed yet): run it again
+    archived = outs.archive or await _archive(c, ledger, commit_id, req)
+    return await _extract(c, ledger, commit_id, name, req, archived.archive)
 
 
 @transient_as_retry("plan")
 async def plan(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
 ) -> PlanOutcome:
-    """Plan the commit's writes. An extractor whose output is missing (one the chord left out:
-    it had nothing to ask the LLM) runs here first."""
-    keys = [PLAN, ARCHIVE, *EXTRACT_KEYS]
-    req, _, outs = _state(c, ledger, commit_id, keys, delivery, phase="plan", done=PLAN)
-    if outs.plan is not None:
-        return outs.plan
-    outs = await _extract_missing(c, ledger, commit_id, req, outs, "plan")
-    return await _plan(c, ledger, commit_id, req, outs)
-
-
-@transient_as_retry("plan")
-async def prepare(
-    c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
-) -> PlanOutcome:
-    """Archive, the four extractors (concurrently) and the plan in one step: the commit's
-    first task where the extractors do not get tasks of their own. One ledger read for all
-    three. The archive's and the extractors' outputs are stored together, in one transaction,
-    and the plan's after them (each write-once): a redelivery resumes after the plan, or after
-    the extractors, or redoes the archive (which finds its files already written) and the
-    extractors."""
+    """Plan the commit's writes, after running whatever it needs that is not stored yet: on
+    the chord's canvas nothing (or what a crash of PostgreSQL lost: the archive's and the
+    extractors' outputs are stored without waiting for the flush to disk); on the fused
+    canvas (`prepare`, the first half of `run`) the archive and the four extractors,
+    concurrently. What runs here is stored in one transaction (one round trip, all or none),
+    the plan after it, durably: the write applies it to the FS. A redelivery resumes after
+    the plan, or after the extractors, or redoes the archive (which finds its files already
+    written) and the extractors."""
     keys = [PLAN, ARCHIVE, *EXTRACT_KEYS]
     req, _, outs = _state(c, ledger, commit_id, keys, delivery, phase="plan", done=PLAN)
     if outs.plan is not None:
@@ -322,6 +314,9 @@ async def prepare(
         pending.append(archived)
     outs = await _extract_missing(c, ledger, commit_id, req, outs, "extract", pending)
     return await _plan(c, ledger, commit_id, req, outs)
+
+
+prepare = plan  # the first task of the fused canvas: archive, extractors and plan in one
 
 
 @transient_as_retry("write")

@@ -59,15 +59,11 @@ class CommitConfig(BaseModel):
     model_config = ConfigDict(use_attribute_docstrings=True)
     max_candidates_per_commit: int = Field(20, ge=1)
     """cap on candidates handled by one commit"""
-    # how the four extractors run on the workers: "tasks" = a chord of one task per extractor
-    # that has something to ask the LLM (when two or more do), "inline" = concurrently inside
-    # the commit's first task, "auto" = "tasks" unless the LLM is the in-process rules provider
-    # (its extractors take milliseconds of CPU: a task each costs more than it saves)
-    extract_fanout: Literal["auto", "tasks", "inline"] = "auto"
-    """how the four extractors run on the workers: `tasks` = a chord of one task per extractor that
-    has something to ask the LLM (when two or more do), `inline` = concurrently inside the
-    commit's one task (`ctxpipe.commit.run`), `auto` = `tasks` unless the LLM is the in-process
-    `rules` provider"""
+    canvas: Literal["chord", "fused"] = "chord"
+    """the task canvas of a commit: `chord` = one task per phase (archive, then the four
+    extractors as a chord whose body is the plan, then write, then register), each on its queue
+    and in Flower; `fused` = the whole commit as one task, `ctxpipe.commit.run` (the extractors
+    concurrently inside it): a few ms less per commit, one task to watch (see docs/celery.md)"""
     skip_archive_on_short_session: bool = True
     """skip the archive for very short sessions"""
     short_session_threshold: int = Field(3, ge=0)

@@ -3,10 +3,12 @@ attempts, plus the write-once output of every phase (`commit_outputs`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, NamedTuple, TypedDict, cast
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, Field, JsonValue, computed_field
@@ -74,6 +76,8 @@ class Completion(NamedTuple):
     extractors: dict[str, JsonObject] | None = None
     timings: Timings | None = None
     extracted_when: int | None = None
+    durable: bool = True
+    """False: the statement commits without waiting for the WAL flush (see `_one`)."""
 
 
 class RecentCommit(TypedDict):
@@ -109,6 +113,7 @@ def _complete_params(
 
 
 DRAIN_WINDOW_S = 60.0
+_NO_FLUSH_WAIT = "SET LOCAL synchronous_commit TO OFF"
 
 
 class CommitBacklog(BaseModel):
@@ -226,14 +231,16 @@ class CommitLedger:
         timings: Timings | None = None,
         with_result: bool = False,
         extracted_when: int | None = None,
+        durable: bool = True,
     ) -> JsonObject:
         """One statement (one round trip, one transaction): store a phase output (the first
         writer wins) and advance the phase. `extracted_when`: with an extractor's report, move
-        on to `extracted` once that many extractors have reported. Returns the stored output."""
-        done = Completion(key, payload, phase, extractors, timings, extracted_when)
+        on to `extracted` once that many extractors have reported. `durable=False`: do not wait
+        for the flush to disk (`_one`). Returns the stored output."""
+        done = Completion(key, payload, phase, extractors, timings, extracted_when, durable)
         params = _complete_params(commit_id, done, status=status, with_result=with_result)
-        with self._db.autocommit() as conn:
-            row = conn.execute(self._q["ledger_complete"], params).fetchone()
+        rows = self._one(self._q["ledger_complete"], params, durable)
+        row = rows[0] if rows else None
         if row is not None and row[0] is not None:
             return dict(row[0])
         # a concurrent run of this step stored its output after our statement began: read it
@@ -255,11 +262,14 @@ class CommitLedger:
     def complete_all(self, commit_id: str, completions: list[Completion]) -> list[JsonObject]:
         """Several `complete`s in one transaction, sent as one pipeline: one round trip and one
         flush to disk for all of them (a commit's archive and its four extractors' outputs).
-        All are stored or none. Returns the stored outputs, in order."""
+        All are stored or none; durable unless every one says `durable=False`. Returns the
+        stored outputs, in order."""
         if not completions:
             return []
         params = [_complete_params(commit_id, c) for c in completions]
         with self._db.connection() as conn:
+            if not any(c.durable for c in completions):
+                conn.execute(_NO_FLUSH_WAIT)
             with conn.pipeline():
                 cursors = [conn.execute(self._q["ledger_complete"], p) for p in params]
             rows = [cur.fetchone() for cur in cursors]
@@ -282,16 +292,41 @@ class CommitLedger:
         phase outputs that exist. With `delivery` (a task and its retry number, "plan#0") the
         same statement counts this delivery in `attempts` and returns the count, unless the
         step already finished (its output `done` exists: then nothing is written and the
-        count is 0). None when the commit id is unknown."""
+        count is 0). The count is a guard against redelivery loops, not a record: it does not
+        wait for the flush to disk (`_one`). None when the commit id is unknown."""
         query = "ledger_state" if delivery is None else "ledger_state_deliver"
         params = {"commit_id": commit_id, "keys": keys, "delivery": delivery, "done": done or ""}
-        with self._db.autocommit() as conn:
-            rows = conn.execute(self._q[query], params).fetchall()
+        rows = self._one(self._q[query], params, durable=delivery is None)
         if not rows:
             return None
         request, created_at, phase, deliveries = rows[0][:4]
         outputs = {k: dict(p) for *_, k, p in rows if k is not None}
         return StepState(dict(request), created_at, phase, outputs, int(deliveries or 0))
+
+    def _one(self, query: str, params: Mapping[str, object], durable: bool) -> list[Any]:
+        """One statement in its own transaction, in one round trip; its rows. Durable: the
+        commit waits for its WAL record to reach the disk. Not durable: BEGIN, `synchronous_commit`
+        off, the statement and COMMIT go out as one pipeline, and the commit does not wait for
+        the flush: visible to every other session at once, but a crash of PostgreSQL itself
+        (not a stop) may lose the last fraction of a second of such commits — never one
+        followed by a durable commit, which flushes everything before it. The steps store this
+        way only what a later step recomputes when it is missing (the archive's and the
+        extractors' outputs, delivery counts) and durably what anything outside PostgreSQL
+        follows (the plan, which the write applies to the FS; the write; the result)."""
+        with self._db.autocommit() as conn:
+            if durable:
+                return conn.execute(query, params).fetchall()
+            try:
+                with conn.pipeline():
+                    conn.execute("BEGIN")
+                    conn.execute(_NO_FLUSH_WAIT)
+                    cur = conn.execute(query, params)
+                    conn.execute("COMMIT")
+            except BaseException:
+                if conn.info.transaction_status != TransactionStatus.IDLE and not conn.closed:
+                    conn.execute("ROLLBACK")  # the pipeline stopped at the error, before COMMIT
+                raise
+            return cur.fetchall()
 
     def bump_attempt(self, commit_id: str, key: str) -> int:
         with self._db.connection() as conn:

@@ -57,7 +57,8 @@ def test_commit_of_a_task_message(name: str, args: list[Any], expected: str | No
 
 
 def test_the_canvas_of_a_commit() -> None:
-    """A chord only where some extractors get a task of their own; else one task, `run`."""
+    """Celery runs the canvas data (`ctxpipe.commit.canvas`): by default a task per phase, the
+    extractors as a chord whose body is the plan; the fused canvas is one task, `run`."""
     from tasks.commit import workflow
 
     def shape(sig: Any) -> str:
@@ -67,16 +68,13 @@ def test_the_canvas_of_a_commit() -> None:
             return ", ".join(shape(t) for t in getattr(sig, "tasks", sig))
         return str(sig.task).rsplit(".", 1)[-1]
 
-    assert shape(workflow("c", extractors=[])) == "run"
-    assert shape(workflow("c", "extract", extractors=[])) == "run"
-    two = ["profile", "procedure"]
-    assert shape(workflow("c", extractors=two)) == (
-        "archive, chord(extract_profile, extract_procedure) -> plan, finish"
-    )
-    assert shape(workflow("c", "extract", extractors=two)) == (
-        "chord(extract_profile, extract_procedure) -> plan, finish"
-    )
-    assert shape(workflow("c", "write", extractors=two)) == "finish"
-    assert shape(workflow("c", "register", extractors=two)) == "register"
+    extract = "extract_profile, extract_preferences, extract_entity_event, extract_procedure"
+    assert shape(workflow("c")) == f"archive, chord({extract}) -> plan, write, register"
+    assert shape(workflow("c", "extract")) == f"chord({extract}) -> plan, write, register"
+    assert shape(workflow("c", "write")) == "write, register"
+    assert shape(workflow("c", "register")) == "register"
+    assert shape(workflow("c", kind="fused")) == "run"
+    assert shape(workflow("c", "extract", kind="fused")) == "run"
+    assert shape(workflow("c", "write", kind="fused")) == "finish"
     with pytest.raises(ValueError, match="unknown start phase"):
         workflow("c", "nope")

@@ -66,7 +66,7 @@ def _line(line: Unit) -> LineUnits:
 
 
 def unit_texts_of(lines: Iterable[LineUnits]) -> list[str]:
-    """The distinct unit texts of a chunk's lines, in order (= `retrieval.units.lexical.unit_texts`)."""
+    """The distinct unit texts of a chunk's lines, in order (= `units.lexical.unit_texts`)."""
     return list(dict.fromkeys(t for line in lines for t in line.texts))
 
 

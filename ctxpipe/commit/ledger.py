@@ -370,32 +370,27 @@ class InMemoryLedger:
     def stuck(self, older_than_s: float, limit: int = 100) -> list[tuple[str, str, dict]]:
         """`ledger_stuck`: commits in flight without progress for `older_than_s`, the
         longest first."""
-        now = datetime.now(UTC)
-        with self._lock:
-            rows = [
-                c.row
-                for c in self._commits.values()
-                if c.row.phase not in _FINISHED
-                and c.row.updated_at is not None
-                and (now - c.row.updated_at).total_seconds() > older_than_s
-            ]
-            rows.sort(key=lambda r: r.updated_at or now)
-            return [(r.commit_id, r.phase, dict(r.attempts)) for r in rows[:limit]]
+        return self._in_flight_since("updated_at", older_than_s, limit)
 
     def accepted_before(self, age_s: float, limit: int = 100) -> list[tuple[str, str, dict]]:
         """`ledger_accepted_before`: commits in flight accepted more than `age_s` seconds
         ago, the oldest first."""
+        return self._in_flight_since("created_at", age_s, limit)
+
+    def _in_flight_since(self, stamp: str, age_s: float, limit: int) -> list[tuple[str, str, dict]]:
+        """Commits in flight whose `stamp` (a `LedgerRow` time) is more than `age_s` old,
+        the oldest first."""
         now = datetime.now(UTC)
         with self._lock:
-            rows = [
-                c.row
+            dated = [
+                (when, c.row)
                 for c in self._commits.values()
                 if c.row.phase not in _FINISHED
-                and c.row.created_at is not None
-                and (now - c.row.created_at).total_seconds() > age_s
+                and (when := getattr(c.row, stamp)) is not None
+                and (now - when).total_seconds() > age_s
             ]
-            rows.sort(key=lambda r: r.created_at or now)
-            return [(r.commit_id, r.phase, dict(r.attempts)) for r in rows[:limit]]
+            dated.sort(key=lambda pair: pair[0])
+            return [(r.commit_id, r.phase, dict(r.attempts)) for _, r in dated[:limit]]
 
     def counts_by_phase(self) -> dict[str, int]:
         """`ledger_counts`."""

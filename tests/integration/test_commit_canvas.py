@@ -53,6 +53,7 @@ def _point(app: Any, settings: Settings) -> None:
     app.conf.update(broker_url=settings.redis_url, result_backend=settings.redis_url)
     app.conf.ctxpipe_settings = settings
     app._pool = None
+    app.amqp._producer_pool = None  # its connections still point at the previous broker
     app._backend_cache = None
     app._local = threading.local()
     context._state.clear()

@@ -34,10 +34,11 @@ class FindRequest(BaseModel):
     )
     as_of: date | None = Field(None, description=AS_OF)
 
-    @field_validator("query")
+    @field_validator("query", mode="before")
     @classmethod
-    def _not_blank(cls, v: str) -> str:
-        if not v.strip():  # a blank query would return arbitrary hits (and count them)
+    def _not_blank(cls, v: object) -> object:
+        # before the length check, so that "" is refused as empty too, in the same words
+        if isinstance(v, str) and not v.strip():  # blank: arbitrary hits (and counted)
             raise ValueError("the query is empty")
         return v
 

@@ -47,6 +47,7 @@ from ctxpipe.core.models import (
     WriteResult,
 )
 from ctxpipe.core.uri import CtxURI
+from ctxpipe.extraction.agent_privacy import share_agent_memories
 from ctxpipe.extraction.extractors import EXTRACTORS
 from ctxpipe.fs.capacity import check_writable, is_out_of_space
 from ctxpipe.fs.erasure_marks import ErasureMarks
@@ -108,6 +109,9 @@ async def extract_phase(
     )
     result.report.reason = result.report.reason[:500]
     result.usage = usage
+    result.candidates = share_agent_memories(
+        result.candidates, req.messages, req.used_tools, req.ctx, c.settings.agent_memory
+    )
     return result
 
 
@@ -150,7 +154,14 @@ def plan_context(c: CommitComponents, req: CommitRequest, usage: LLMUsage) -> Pl
         if check is not None and c.vector_index is not None:
             check(c.settings.embedding_dim)  # a model of the wrong size fails, never degrades
         dedup = CandidateDeduplicator(c.fs, c.settings.dedup, c.embedder, c.vector_index)
-    return PlanContext(ctx=req.ctx, commit_id=req.commit_id, llm=c.llm, usage=usage, dedup=dedup)
+    return PlanContext(
+        ctx=req.ctx,
+        commit_id=req.commit_id,
+        llm=c.llm,
+        usage=usage,
+        dedup=dedup,
+        agent_memory=c.settings.agent_memory,
+    )
 
 
 async def plan_phase(

@@ -34,6 +34,8 @@ DEFAULT_POLICIES: dict[str, MergePolicy] = {
 def owner_root(c: CandidateMemory, pc: PlanContext) -> str:
     a = pc.ctx.account_id
     if c.owner_scope is OwnerScope.AGENT:
+        if pc.agent_memory == "per_user":  # the user's own space: nobody else reads it
+            return f"ctx://{a}/users/{pc.ctx.user_id}/memories/agents/{pc.ctx.agent_id}"
         return f"ctx://{a}/agents/{pc.ctx.agent_id}/memories"
     return f"ctx://{a}/users/{pc.ctx.user_id}/memories"
 

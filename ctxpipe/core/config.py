@@ -183,6 +183,12 @@ class Settings(BaseSettings):
     """the model's weights and activations on a GPU (`float16`/`bfloat16` halve the memory
     traffic); a CPU always runs float32"""
 
+    # agent memory
+    agent_memory: Literal["shared", "per_user"] = "shared"
+    """where an agent's cases, patterns and skills live: `shared` (the agent's space, read by
+    every user it serves; each text keeps the lesson and none of a user's names, numbers or
+    quotations) or `per_user` (under the user's own memories, verbatim, read by that user only)"""
+
     # LLM
     llm_provider: Literal["rules", "openai"] = "rules"
     """`rules` (deterministic, offline) or `openai` (any OpenAI-compatible server)"""

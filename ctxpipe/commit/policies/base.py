@@ -11,6 +11,7 @@ from ctxpipe.core.llm_schemas import MergeOutput
 from ctxpipe.core.models import CandidateMemory, ContextNode, DedupResult, WritePlan
 from ctxpipe.core.session import RequestContext
 from ctxpipe.core.validity import TEMPORAL_CATEGORIES, session_day, stamp_lines
+from ctxpipe.extraction.agent_privacy import AgentMemoryMode
 from ctxpipe.providers.base import LLM, LLMUsage
 
 MERGEABLE = frozenset(
@@ -34,6 +35,7 @@ class PlanContext:
     llm: LLM
     usage: LLMUsage
     dedup: Any = None  # CandidateDeduplicator | None (skip_dedup → None)
+    agent_memory: AgentMemoryMode = "shared"  # where agent-owned memories are written
     pending: dict[str, WritePlan] = field(default_factory=dict)
 
     def qualify(self, refs: list[str]) -> list[str]:

@@ -14,7 +14,7 @@ from ctxpipe.commit.canvas import canvas
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.executor import execute
 from ctxpipe.commit.journal import CommitJournal
-from ctxpipe.commit.ledger import InMemoryLedger
+from ctxpipe.commit.memory_ledger import InMemoryLedger
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.commit.phases import check_session_owner
 from ctxpipe.core.models import CommitResult

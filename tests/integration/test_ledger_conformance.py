@@ -26,7 +26,8 @@ from pydantic import BaseModel
 from ctxpipe.commit import steps
 from ctxpipe.commit.backlog import DEFAULT_RETRY_AFTER_S
 from ctxpipe.commit.components import CommitComponents
-from ctxpipe.commit.ledger import InMemoryLedger, LedgerPort
+from ctxpipe.commit.ledger import LedgerPort
+from ctxpipe.commit.memory_ledger import InMemoryLedger
 from ctxpipe.commit.outputs import EXTRACT_PREFIX, ExtractorProgress, PhaseOutputs
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.commit.recovery import CommitReaper

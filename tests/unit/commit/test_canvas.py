@@ -15,7 +15,8 @@ from ctxpipe.commit.canvas import Chord, Stage, Step
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.executor import execute
-from ctxpipe.commit.ledger import InMemoryLedger, LedgerPort
+from ctxpipe.commit.ledger import LedgerPort
+from ctxpipe.commit.memory_ledger import InMemoryLedger
 from ctxpipe.core.config import CommitConfig
 from ctxpipe.core.models import CommitResult
 from ctxpipe.providers.base import run_sync

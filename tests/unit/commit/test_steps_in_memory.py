@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from ctxpipe.commit import steps
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.coordinator import CommitCoordinator
-from ctxpipe.commit.ledger import InMemoryLedger
+from ctxpipe.commit.memory_ledger import InMemoryLedger
 from ctxpipe.core.errors import CommitError, LLMError
 from ctxpipe.core.models import CommitResult
 from ctxpipe.extraction.extractors import EXTRACTOR_NAMES

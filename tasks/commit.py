@@ -13,6 +13,7 @@ from celery.canvas import Signature
 from pydantic import BaseModel
 
 from ctxpipe.commit import canvas, steps
+from ctxpipe.commit.failures import throttle_delay
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.session import SessionInput
 from tasks import context
@@ -21,8 +22,9 @@ from tasks.queues import PLAN, START, SUBMIT, step_task
 
 
 class CommitTask(Task):
-    """Retries transient failures with backoff + jitter; refuses redelivery loops (the step's
-    first ledger read counts the delivery: `steps.Delivery`)."""
+    """Retries transient failures with backoff + jitter, and a throttled LLM call after the
+    wait it carries (`LLMThrottledError`: the worker slot is free meanwhile); refuses
+    redelivery loops (the step's first ledger read counts the delivery: `steps.Delivery`)."""
 
     abstract = True
     autoretry_for = (steps.TransientStepError,)
@@ -32,6 +34,10 @@ class CommitTask(Task):
     retry_backoff_max = 30
     retry_jitter = True
     max_retries = 10
+    # an LLM call throttled past `llm_max_wait_s` (the provider's limits or its Retry-After)
+    # retries after the wait it asked for, its worker slot free meanwhile: more tries, as
+    # throttling is no outage
+    throttle_max_retries = 50
     acks_late = True
     reject_on_worker_lost = True
 
@@ -63,7 +69,15 @@ def _run_step(self: CommitTask, commit_id: str) -> dict[str, Any]:
     """The canvas step this task runs (by the task's short name), once, under the ledger; after
     the step that ends a commit, the indexing of its nodes, now rather than at the next beat."""
     step = canvas.STEPS[self.name.rsplit(".", 1)[-1]]
-    result = steps.blocking(step.run)(self.components(), self.ledger(), commit_id, self.delivery())
+    try:
+        result = steps.blocking(step.run)(
+            self.components(), self.ledger(), commit_id, self.delivery()
+        )
+    except steps.TransientStepError as exc:
+        delay = throttle_delay(exc)
+        if delay is None:
+            raise  # autoretry_for: backoff
+        raise self.retry(exc=exc, countdown=delay, max_retries=self.throttle_max_retries) from exc
     if step.last:
         from tasks.index import kick_drain
 

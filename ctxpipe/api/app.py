@@ -88,6 +88,7 @@ def openapi_document() -> dict[str, Any]:
 def pipeline_collector(settings: Settings, service: ContextEngineService) -> PipelineCollector:
     """The scrape-time readings of the ledger, the outbox and the broker."""
     from ctxpipe.core.queues import QUEUES
+    from ctxpipe.providers.llm_limits.wiring import llm_throttling
     from ctxpipe.storage.broker_queues import queue_depths
     from ctxpipe.storage.commit_ledger import CommitLedger
 
@@ -105,6 +106,7 @@ def pipeline_collector(settings: Settings, service: ContextEngineService) -> Pip
         backlog=backlog,
         llm_cost=ledger.llm_cost,
         queue_depths=lambda: queue_depths(settings.redis_url, QUEUES),
+        llm_throttling=lambda: llm_throttling(settings),
     )
 
 

@@ -1,7 +1,8 @@
 """Prometheus metrics of the API: request latency per route; read at scrape time: commits by
 phase, the commit backlog (commits in flight, the oldest one's age, the drain rate, the
 back-pressure cap), the broker's queue depths, the outbox backlog and the age of its oldest
-pending event, and what the registered commits cost in LLM calls and tokens per phase."""
+pending event, what the registered commits cost in LLM calls and tokens per phase, and the
+LLM limiter's throttling (`ctxpipe.api.llm_metrics`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ctxpipe.api.llm_metrics import throttling_metrics
+from ctxpipe.providers.llm_limits import LimiterSnapshot
 from ctxpipe.storage.commit_ledger import CommitBacklog, LLMCost
 
 log = logging.getLogger("ctxpipe.api")
@@ -32,6 +35,7 @@ class PipelineCollector(Collector):
         backlog: Callable[[], CommitBacklog] | None = None,
         llm_cost: Callable[[], LLMCost] | None = None,
         queue_depths: Callable[[], dict[str, int]] | None = None,
+        llm_throttling: Callable[[], LimiterSnapshot | None] | None = None,
     ) -> None:
         self._commits = commits_by_phase
         self._outbox = outbox_counts
@@ -39,12 +43,15 @@ class PipelineCollector(Collector):
         self._backlog = backlog
         self._cost = llm_cost
         self._queues = queue_depths
+        self._throttling = llm_throttling
 
     def describe(self) -> list[Metric]:
         return []  # read at scrape time only (registering must not query the database)
 
     def collect(self) -> Iterator[Metric]:
         yield from self._broker()
+        if self._throttling is not None:
+            yield from throttling_metrics(self._throttling)
         up = GaugeMetricFamily("ctxpipe_store_up", "1 when the ledger and outbox could be read")
         try:
             phases = self._commits()

@@ -1,5 +1,6 @@
 """`ctxpipe status`: one snapshot of the pipeline's health (queue depths, outbox backlog, FS
-vs replica, last repair, commit backlog, LLM cost, commits by phase), as a table or JSON."""
+vs replica, last repair, commit backlog, LLM cost, LLM throttling, commits by phase), as a table
+or JSON."""
 
 from __future__ import annotations
 
@@ -49,6 +50,28 @@ def _cost_by_phase_row(st: IndexStatus) -> str:
     )
 
 
+def _throttling_row(st: IndexStatus) -> str:
+    t = st.llm_throttling
+    if t is None:
+        return "- (rules provider)"
+    limits = ", ".join(
+        f"{name} {value}"
+        for name, value in (
+            ("rpm", t.requests_per_window),
+            ("tpm", t.tokens_per_window),
+            ("concurrency", t.max_concurrency),
+        )
+        if value is not None
+    )
+    cool = f", Retry-After {t.cooldown_s:.1f}s left" if t.cooldown_s > 0 else ""
+    return (
+        f"{limits or 'no limits'}; last minute {t.requests_in_window} requests / "
+        f"{t.tokens_in_window} tokens, {t.in_flight} in flight{cool}; {t.throttled} waits "
+        f"({t.wait_seconds:.1f}s), {t.http_429} × 429, {t.retry_after_honoured} Retry-After "
+        f"honoured, {t.deferred} handed back"
+    )
+
+
 def _status_rows(st: IndexStatus) -> list[tuple[str, str]]:
     rows = [
         ("queues", ", ".join(f"{q} {n}" for q, n in st.queues.items()) or "-"),
@@ -71,6 +94,7 @@ def _status_rows(st: IndexStatus) -> list[tuple[str, str]]:
         ("commit backlog", _backlog_row(st)),
         ("LLM cost", _cost_row(st)),
         ("  by phase", _cost_by_phase_row(st)),
+        ("LLM throttling", _throttling_row(st)),
     ]
     last = st.last_repair
     if last:

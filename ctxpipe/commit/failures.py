@@ -11,7 +11,14 @@ from typing import Any
 import psycopg
 import redis
 
-from ctxpipe.core.errors import CommitError, CtxError, LLMError, LockTimeoutError, StorageError
+from ctxpipe.core.errors import (
+    CommitError,
+    CtxError,
+    LLMError,
+    LLMThrottledError,
+    LockTimeoutError,
+    StorageError,
+)
 
 
 class TransientStepError(Exception):
@@ -67,6 +74,18 @@ def is_transient(exc: BaseException | None) -> bool:
     return False
 
 
+def throttle_delay(exc: BaseException | None) -> float | None:
+    """The wait an LLM call asked for when it was throttled (`LLMThrottledError` along the
+    cause chain), or None: the task retries after that wait rather than with its backoff."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, LLMThrottledError):
+            return exc.retry_after_s
+        exc = exc.__cause__
+        seen += 1
+    return None
+
+
 def transient_as_retry(phase: str) -> Any:
     """Decorate a step: any transient failure — also of the ledger reads and writes around the
     phase itself — becomes `TransientStepError`, which the task layer retries with backoff."""
@@ -107,5 +126,6 @@ __all__ = [
     "CommitIdConflictError",
     "TransientStepError",
     "is_transient",
+    "throttle_delay",
     "transient_as_retry",
 ]

@@ -207,6 +207,19 @@ class Settings(BaseSettings):
     llm_simulated_latency_s: float = Field(
         0.0, ge=0.0, le=60.0, description="extra delay per LLM call (benchmarks, demos)"
     )
+    llm_requests_per_minute: int | None = Field(None, ge=1)
+    """most requests per minute sent to the OpenAI-compatible server by every worker together
+    (counted in Redis per base URL and API key, over any 60 s window); unset: no limit"""
+    llm_tokens_per_minute: int | None = Field(None, ge=1)
+    """most tokens (prompt + completion) per minute of the OpenAI-compatible server, counted
+    like `llm_requests_per_minute` (a call reserves its prompt's estimate and is charged the
+    reply's usage); unset: no limit"""
+    llm_max_concurrency: int | None = Field(None, ge=1)
+    """most LLM requests in flight at once across every worker; unset: no cap"""
+    llm_max_wait_s: float = Field(30.0, ge=0.0, le=600.0)
+    """longest an LLM call waits in its worker for the rate limits, the concurrency cap or a
+    server's `Retry-After` (seconds); a longer wait gives the worker slot back instead: the task
+    is retried after the wait (`LLMThrottledError`)"""
 
     # locks
     lock_timeout_s: float = Field(30.0, gt=0)

@@ -49,6 +49,19 @@ class LLMError(CtxError):
         super().__init__(message)
 
 
+class LLMThrottledError(LLMError):
+    """An LLM call that would wait longer than its bound for a permit of the rate limits (or a
+    `Retry-After`): nothing was sent. Try the call again after `retry_after_s`; a Celery task
+    retries with that countdown, which gives its worker slot back meanwhile."""
+
+    def __init__(self, retry_after_s: float, why: str) -> None:
+        self.retry_after_s = retry_after_s
+        self.why = why
+        super().__init__(
+            f"LLM calls throttled ({why}); try again in {retry_after_s:.1f}s", transient=True
+        )
+
+
 class EmbeddingError(CtxError):
     pass
 

@@ -4,7 +4,8 @@ Queue depths (Redis ``LLEN`` of the Celery queues, priority sub-queues included)
 backlog from the ledger (commits in flight, the oldest one's age, the drain rate and the
 back-pressure cap), outbox events per status and the age of the oldest one still waiting, nodes
 on the FS vs rows in the replica, the last repair run, commits per ledger phase and what the
-finished commits cost in LLM calls and tokens. A part whose server is unreachable is reported
+finished commits cost in LLM calls and tokens, and the LLM limiter's throttling (cluster-wide,
+from Redis). A part whose server is unreachable is reported
 in ``errors`` instead of failing the whole snapshot.
 """
 
@@ -21,6 +22,8 @@ from ctxpipe.core.queues import QUEUES
 from ctxpipe.fs import ContextFS
 from ctxpipe.index.fs_scan import count_fs_nodes
 from ctxpipe.index.replica import ReplicaStore
+from ctxpipe.providers.llm_limits import LimiterSnapshot
+from ctxpipe.providers.llm_limits.wiring import llm_throttling
 from ctxpipe.storage.broker_queues import queue_depths
 from ctxpipe.storage.commit_ledger import CommitBacklog, CommitLedger, LLMCost
 from ctxpipe.storage.db import Database
@@ -39,6 +42,7 @@ class IndexStatus(BaseModel):
     commits_by_phase: dict[str, int] = Field(default_factory=dict)
     commit_backlog: CommitBacklog = Field(default_factory=CommitBacklog)
     llm_cost: LLMCost = Field(default_factory=LLMCost)
+    llm_throttling: LimiterSnapshot | None = None  # None: the `rules` provider
     errors: dict[str, str] = Field(default_factory=dict)
     taken_at: datetime | None = None
 
@@ -70,6 +74,10 @@ def collect_status(
     try:
         st.queues = queue_depths(settings.redis_url, queues)
     except Exception as exc:  # noqa: BLE001 - report, don't fail
+        st.errors["redis"] = _short(exc)
+    try:
+        st.llm_throttling = llm_throttling(settings)
+    except Exception as exc:  # noqa: BLE001
         st.errors["redis"] = _short(exc)
     try:
         st.fs_nodes = count_fs_nodes(fs)

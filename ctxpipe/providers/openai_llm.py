@@ -11,6 +11,13 @@ truncated (`finish_reason == "length"`). `LLMUsage` counts the calls `repaired`,
 `response_format`) fail at once. When the server rejects `response_format: json_schema`, the
 instance falls back to `json_object` (and then to no `response_format`) and remembers that for
 later calls.
+
+Every HTTP attempt first takes a permit of the provider's limiter (`ctxpipe.providers.llm_limits`:
+requests and tokens per minute, the cap on calls in flight, shared through Redis by every
+worker). A 429 or 503 with `Retry-After` makes every caller of the same base URL and key wait
+that long, and costs no attempt: the wait is bounded instead (`llm_max_wait_s` per call, limits
+and `Retry-After` together). A call that would wait longer raises `LLMThrottledError` carrying
+the wait, before sending anything more, so its task can give the worker slot back.
 """
 
 from __future__ import annotations
@@ -28,14 +35,20 @@ from tenacity import (
     AsyncRetrying,
     RetryCallState,
     retry_if_exception_type,
-    stop_after_attempt,
     wait_random_exponential,
 )
 
 from ctxpipe.core.config import Settings
-from ctxpipe.core.errors import LLMError
+from ctxpipe.core.errors import LLMError, LLMThrottledError
 from ctxpipe.core.session import RequestContext
 from ctxpipe.providers.base import LLMUsage, run_sync
+from ctxpipe.providers.llm_limits import (
+    CallBudget,
+    LLMGate,
+    LLMLimiter,
+    estimate_tokens,
+    parse_retry_after,
+)
 from ctxpipe.providers.prompts import PromptRegistry, default_registry
 from ctxpipe.providers.structured_output import OutputRefused, parse_reply
 
@@ -65,6 +78,40 @@ class _RetryableError(Exception):
         super().__init__(message)
 
 
+class _ServerThrottled(_RetryableError):
+    """HTTP 429/503 with `Retry-After`: the gate waits it out; it costs no attempt."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message, transient=True)
+
+
+class _Attempts:
+    """Tenacity's stop and wait for one call: `attempts` failures that are not a server's
+    throttling, or `throttled_cap` throttled answers (a server that keeps saying
+    `Retry-After: 0`); no wait of our own after a
+    `Retry-After` (the gate waits it out), exponential backoff with full jitter otherwise."""
+
+    def __init__(self, attempts: int, backoff: wait_random_exponential) -> None:
+        self.attempts = attempts
+        self.throttled_cap = attempts * 10
+        self.failures = 0
+        self.throttled = 0
+        self._backoff = backoff
+
+    def stop(self, state: RetryCallState) -> bool:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, _ServerThrottled):
+            self.throttled += 1
+        else:
+            self.failures += 1
+        return self.failures >= self.attempts or self.throttled >= self.throttled_cap
+
+    def wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        return 0.0 if isinstance(exc, _ServerThrottled) else float(self._backoff(state))
+
+
 class _FormatRejected(Exception):
     """HTTP 400 about `response_format`: switch to the next mode and resend at once."""
 
@@ -91,7 +138,9 @@ class OpenAICompatibleLLM:
         retry_wait_s: float = 0.5,
         retry_wait_max_s: float = 8.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        limiter: LLMLimiter | None = None,
     ) -> None:
+        """`limiter`: default, the settings' limiter on Redis (`llm_limits.wiring`)."""
         self._settings = settings
         self._registry = registry if registry is not None else default_registry()
         self._url = settings.llm_base_url.rstrip("/") + "/chat/completions"
@@ -101,6 +150,11 @@ class OpenAICompatibleLLM:
         self._wait_s = retry_wait_s
         self._wait_max_s = retry_wait_max_s
         self._transport = transport
+        if limiter is None:
+            from ctxpipe.providers.llm_limits.wiring import llm_limiter
+
+            limiter = llm_limiter(settings)
+        self.gate = LLMGate(limiter, max_wait_s=settings.llm_max_wait_s)
         self.response_format_mode: ResponseFormatMode = "json_schema"
 
     @property
@@ -119,9 +173,14 @@ class OpenAICompatibleLLM:
         prompt = self._registry.render(prompt_id, variables)  # PromptError is not retried
         call_usage = LLMUsage(calls=1)
         attempts = 0
+        budget = CallBudget()
+        policy = _Attempts(
+            self._attempts,
+            wait_random_exponential(multiplier=self._wait_s, max=self._wait_max_s),
+        )
         retryer = AsyncRetrying(
-            stop=stop_after_attempt(self._attempts),
-            wait=wait_random_exponential(multiplier=self._wait_s, max=self._wait_max_s),
+            stop=policy.stop,
+            wait=policy.wait,
             retry=retry_if_exception_type(_RetryableError),
             before_sleep=lambda state: self._before_retry(prompt_id, state, call_usage),
             reraise=True,
@@ -132,8 +191,10 @@ class OpenAICompatibleLLM:
                     with attempt:
                         attempts = attempt.retry_state.attempt_number
                         return await self._attempt(
-                            client, prompt_id, prompt, schema, ctx, call_usage
+                            client, prompt_id, prompt, schema, ctx, call_usage, budget
                         )
+        except LLMThrottledError:  # not failed: to be sent again after the wait it carries
+            raise
         except LLMError as exc:
             call_usage.failed = 1
             raise LLMError(
@@ -180,6 +241,9 @@ class OpenAICompatibleLLM:
 
     def _before_retry(self, prompt_id: str, state: RetryCallState, usage: LLMUsage) -> None:
         exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, _ServerThrottled):
+            log.info("LLM prompt %s throttled by the server, waiting: %s", prompt_id, exc)
+            return
         if isinstance(exc, _RetryableError) and not exc.transient:
             usage.retried += 1  # the output, not the infrastructure
         log.warning(
@@ -226,10 +290,19 @@ class OpenAICompatibleLLM:
         schema: type[T],
         ctx: RequestContext | None,
         usage: LLMUsage,
+        budget: CallBudget,
     ) -> T:
         while True:
+            payload = self._payload(prompt_id, prompt, schema)
+            tokens = estimate_tokens(json.dumps(payload["messages"], ensure_ascii=False))
+            permit = await self.gate.acquire(tokens, budget)
+            used: int | None = None
             try:
-                body = await self._post(client, self._payload(prompt_id, prompt, schema), ctx)
+                body = await self._post(client, payload, ctx)
+                used = _used_tokens(body)
+            except _ServerThrottled:
+                used = 0  # refused: the server counted no tokens
+                raise
             except _FormatRejected as exc:
                 previous = self.response_format_mode
                 self.response_format_mode = "json_object" if previous == "json_schema" else "none"
@@ -241,6 +314,8 @@ class OpenAICompatibleLLM:
                     self.response_format_mode,
                 )
                 continue
+            finally:
+                self.gate.release(permit, used)
             return self._parse(body, schema, usage)
 
     async def _post(
@@ -259,7 +334,14 @@ class OpenAICompatibleLLM:
             ) from exc
 
         if resp.status_code == 429 or resp.status_code >= 500:
-            raise _RetryableError(f"HTTP {resp.status_code}: {_snippet(resp.text)}", transient=True)
+            retry_after = None
+            if resp.status_code in (429, 503):
+                retry_after = parse_retry_after(resp.headers.get("retry-after"))
+                self.gate.server_throttled(resp.status_code, retry_after)
+            message = f"HTTP {resp.status_code}: {_snippet(resp.text)}"
+            if retry_after is not None:
+                raise _ServerThrottled(f"{message} (Retry-After {retry_after:g}s)", retry_after)
+            raise _RetryableError(message, transient=True)
         if resp.status_code in (400, 422) and "response_format" in resp.text:
             if self.response_format_mode != "none":
                 raise _FormatRejected(_snippet(resp.text))
@@ -315,3 +397,17 @@ class OpenAICompatibleLLM:
             usage.repaired = 1
             log.debug("LLM output repaired into %s: %s", schema.__name__, _snippet(content))
         return parsed.value
+
+
+def _used_tokens(body: dict[str, Any]) -> int | None:
+    """The tokens a reply says it used (None: it does not say)."""
+    tokens = body.get("usage")
+    if not isinstance(tokens, dict):
+        return None
+    total = tokens.get("total_tokens")
+    if isinstance(total, int) and total >= 0:
+        return total
+    parts = [tokens.get("prompt_tokens"), tokens.get("completion_tokens")]
+    if not any(isinstance(p, int) for p in parts):
+        return None
+    return sum(p for p in parts if isinstance(p, int))

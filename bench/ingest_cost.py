@@ -15,9 +15,13 @@ Every session (or the first `--sessions N` of each) of the first N LoCoMo dev co
 - **bare baseline**: what a peer without extraction does — embed each turn once (same model,
   same batch size) and insert it into a pgvector table of the same database.
 
-LLM calls and prompt tokens come from the commits' own stats (the ledger for Celery); embeddings
-are counted at the embedder (every text encoded: chunks, dedup probes). Targets: ≤ 30 LLM calls
-per 100 turns; in-process turns/s ≥ 0.5 × bare.
+LLM calls and prompt tokens come from the commits' own stats (the ledger for Celery), and per
+prompt id from a counter around the provider; embeddings are counted at the embedder (every text
+encoded: chunks, dedup probes). Each extractor's reports are tallied by status: a SKIPPED one was
+gated (its input could not yield anything for it: no LLM call). `--without-gates` also ingests
+in process on a fresh stack with the gates off (extractors' and merges'), the baseline of what
+they save. Targets: ≤ 30 LLM calls per 100 turns (≤ 15 with the gates); in-process turns/s
+≥ 0.5 × bare.
 """
 
 from __future__ import annotations
@@ -26,8 +30,11 @@ import argparse
 import statistics
 import threading
 import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import _locomo
 import psycopg
@@ -35,14 +42,65 @@ from _stack import local_stack, start_worker
 
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
+from ctxpipe.commit.policies import base as policies_base
 from ctxpipe.core.config import ChunkingConfig, Settings
-from ctxpipe.core.session import SessionInput
+from ctxpipe.core.models import LLMUsage
+from ctxpipe.core.session import RequestContext, SessionInput
+from ctxpipe.extraction.base import CandidateExtractor
 from ctxpipe.index.wiring import make_worker
+from ctxpipe.providers.base import LLM
+from ctxpipe.providers.factory import make_llm
 from ctxpipe.runtime import Runtime
 from ctxpipe.storage.commit_ledger import CommitLedger
 from ctxpipe.storage.db import Database
 
 WORKERS = [("commit,maintenance", 2), ("extract", 2)]
+MERGE_GATED = "merge adds nothing new (every line already in the node)"
+T = TypeVar("T")
+
+
+class PromptCounter:
+    """The configured LLM, with its calls and prompt tokens counted per prompt id."""
+
+    def __init__(self, inner: LLM) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.calls: Counter[str] = Counter()
+        self.prompt_tokens: Counter[str] = Counter()
+
+    async def complete_json(
+        self,
+        prompt_id: str,
+        variables: dict[str, Any],
+        schema: Any,
+        ctx: RequestContext | None = None,
+        usage: LLMUsage | None = None,
+    ) -> Any:
+        call = LLMUsage()
+        try:
+            return await self.inner.complete_json(prompt_id, variables, schema, ctx, call)
+        finally:
+            self.calls[prompt_id] += call.calls
+            self.prompt_tokens[prompt_id] += call.prompt_tokens
+            if usage is not None:
+                usage.add(call)
+
+    def complete_json_sync(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("the commit path calls complete_json")
+
+
+@contextmanager
+def gates(enabled: bool) -> Iterator[None]:
+    """The LLM-free gates on or off (off: every extractor calls the LLM, and so does every
+    merge into an existing node)."""
+    before = CandidateExtractor.gated, policies_base.adds_nothing
+    CandidateExtractor.gated = enabled
+    if not enabled:
+        policies_base.adds_nothing = lambda *a, **k: False  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        CandidateExtractor.gated, policies_base.adds_nothing = before
 
 
 def count_encodes(rt: Runtime) -> list[str]:
@@ -64,7 +122,8 @@ def count_encodes(rt: Runtime) -> list[str]:
 
 
 def in_process(settings: Settings, sessions: list[dict[str, Any]]) -> dict[str, Any]:
-    rt = Runtime(settings)
+    counter = PromptCounter(make_llm(settings))
+    rt = Runtime(settings, llm=counter)
     encoded = count_encodes(rt)
     coord = CommitCoordinator(rt.components())
     worker = make_worker(rt, "ingest-bench")
@@ -73,6 +132,8 @@ def in_process(settings: Settings, sessions: list[dict[str, Any]]) -> dict[str, 
     calls = prompt = completion = turns = 0
     commit_s = index_s = 0.0
     by_phase: dict[str, int] = {}
+    reports: Counter[tuple[str, str]] = Counter()
+    merges_gated = 0
     started = time.perf_counter()
     for i, s in enumerate(sessions):
         session = SessionInput.model_validate(s)
@@ -85,6 +146,8 @@ def in_process(settings: Settings, sessions: list[dict[str, Any]]) -> dict[str, 
         calls += result.stats.llm_calls
         for phase, u in result.stats.llm_by_phase.items():
             by_phase[phase] = by_phase.get(phase, 0) + u.calls
+        reports.update((r.extractor, r.status.value) for r in result.extractors)
+        merges_gated += sum(1 for p in result.plans if p.reason.endswith(MERGE_GATED))
         prompt += result.stats.llm_prompt_tokens
         completion += result.stats.llm_completion_tokens
         turns += len(session.messages)
@@ -106,7 +169,40 @@ def in_process(settings: Settings, sessions: list[dict[str, Any]]) -> dict[str, 
         "embeddings": len(encoded),
         "model_tokens": tokens,
         "calls_by_phase": by_phase,
+        "calls_by_prompt": dict(counter.calls),
+        "prompt_tokens_by_prompt": dict(counter.prompt_tokens),
+        "reports": dict(reports),
+        "merges_gated": merges_gated,
     }
+
+
+def print_llm_cost(label: str, proc: dict[str, Any]) -> None:
+    """LLM calls and prompt tokens per 100 turns, per phase, per prompt id; extractor reports."""
+    per100 = 100.0 / proc["turns"]
+    print(
+        f"{label}: LLM calls per 100 turns {proc['llm_calls'] * per100:.1f}, prompt tokens per "
+        f"100 turns {proc['prompt_tokens'] * per100:.0f}"
+    )
+    print(
+        "  per phase: "
+        + ", ".join(f"{k} {v * per100:.1f}" for k, v in sorted(proc["calls_by_phase"].items()))
+    )
+    tokens = proc["prompt_tokens_by_prompt"]
+    print(
+        "  per prompt id (calls, prompt tokens per 100 turns): "
+        + ", ".join(
+            f"{k} {v * per100:.1f} ({tokens.get(k, 0) * per100:.0f})"
+            for k, v in sorted(proc["calls_by_prompt"].items())
+        )
+    )
+    by_extractor: dict[str, list[str]] = {}
+    for (name, status), n in sorted(proc["reports"].items()):
+        by_extractor.setdefault(name, []).append(f"{status} {n}")
+    print(
+        f"  extractor reports of {proc['sessions']} sessions: "
+        + "; ".join(f"{k}: {', '.join(v)}" for k, v in by_extractor.items())
+        + f"; merges skipped before the call: {proc['merges_gated']}"
+    )
 
 
 def bare(settings: Settings, sessions: list[dict[str, Any]]) -> dict[str, float]:
@@ -248,6 +344,12 @@ def main() -> None:
         help="also ingest in process on a fresh stack with CTXPIPE_CHUNKING__UNIT_VECTORS=false "
         "(the cost of embedding the lines and sentences find ranks at index time)",
     )
+    ap.add_argument(
+        "--without-gates",
+        action="store_true",
+        help="also ingest in process on a fresh stack with the gates off (every extractor and "
+        "every merge into an existing node calls the LLM): the baseline of the calls they save",
+    )
     args = ap.parse_args()
     samples = _locomo.load(args.data)[: args.conversations]
     convs = [_locomo.session_inputs(s)[: args.sessions] for s in samples]
@@ -270,6 +372,10 @@ def main() -> None:
     if args.without_unit_vectors:
         with local_stack([], chunking=ChunkingConfig(unit_vectors=False)) as settings:
             no_units = in_process(settings, sessions)
+    ungated = None
+    if args.without_gates:
+        with local_stack([]) as settings, gates(False):
+            ungated = in_process(settings, sessions)
     cel = None if args.no_celery else through_celery(convs)
 
     per100 = 100.0 / proc["turns"]
@@ -304,13 +410,17 @@ def main() -> None:
     print()
     print(
         f"LLM calls per 100 turns: {calls100:.1f} (target <= 30: "
-        f"{'met' if calls100 <= 30 else 'MISSED'}); prompt tokens per 100 turns: "
+        f"{'met' if calls100 <= 30 else 'MISSED'}; <= 15: "
+        f"{'met' if calls100 <= 15 else 'MISSED'}); prompt tokens per 100 turns: "
         f"{proc['prompt_tokens'] * per100:.0f}"
     )
-    print(
-        "  per phase: "
-        + ", ".join(f"{k} {v * per100:.1f}" for k, v in sorted(proc["calls_by_phase"].items()))
-    )
+    print_llm_cost("  gates on", proc)
+    if ungated:
+        print_llm_cost("  gates off (baseline)", ungated)
+        print(
+            f"  gates on ÷ off: LLM calls {proc['llm_calls'] / ungated['llm_calls']:.2f}, "
+            f"prompt tokens {proc['prompt_tokens'] / ungated['prompt_tokens']:.2f}"
+        )
     if cel:
         cel100 = 100.0 * cel["llm_calls"] / cel["turns_with_warmup"]
         print(f"  through Celery (ledger): {cel100:.1f} LLM calls per 100 turns")

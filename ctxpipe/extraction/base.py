@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from ctxpipe.core.enums import (
     AGENT_CATEGORIES,
@@ -36,6 +36,8 @@ class CandidateExtractor:
     name: str = ""
     prompt_id: str = ""
     categories: frozenset[MemoryCategory] = frozenset()
+    # the LLM-free gate (`skip_reason`) runs before the call; off only to measure what it saves
+    gated: ClassVar[bool] = True
 
     def wanted(self, categories_filter: list[MemoryCategory] | None) -> frozenset[MemoryCategory]:
         if not categories_filter:
@@ -81,6 +83,8 @@ class CandidateExtractor:
                     "no messages left after removing context injected from memory",
                 )
             )
+        if self.gated and (why := self.skip_reason(own, tools or [])):
+            return ExtractionResult(report=report(ExtractorStatus.SKIPPED, 0, f"gated: {why}"))
         session_time = max((m.created_at for m in own if m.created_at), default=None)
         variables = {
             "messages": message_vars(own),
@@ -119,6 +123,12 @@ class CandidateExtractor:
         else:
             reason = self.empty_reason(own)
         return ExtractionResult(report=report(ExtractorStatus.EMPTY, 0, reason))
+
+    def skip_reason(self, messages: list[Message], tools: list[ToolUse]) -> str | None:
+        """Why `messages` (injected ones already removed) cannot yield anything for this
+        extractor's categories, decided without the LLM; None: call the LLM. The base class
+        never skips; each extractor brings its gate (`ctxpipe.extraction.gates`)."""
+        return None
 
     def empty_reason(self, messages: list[Message]) -> str:
         users = sum(1 for m in messages if m.role == "user")

@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxpipe.commit.policies.merge_gate import adds_nothing
 from ctxpipe.core.enums import MemoryCategory, WriteAction
 from ctxpipe.core.llm_schemas import MergeOutput
 from ctxpipe.core.models import CandidateMemory, ContextNode, DedupResult, WritePlan
@@ -121,8 +122,20 @@ class MergePolicy(ABC):
         metadata: dict[str, Any] | None = None,
         dedup: DedupResult | None = None,
     ) -> WritePlan:
-        """MERGE the candidate into `existing`; SKIP when the merge adds nothing."""
+        """MERGE the candidate into `existing`; SKIP when the merge adds nothing (decided
+        before the LLM call when every line is already in the node: `merge_gate`)."""
         before = node_texts(existing)
+        refs = pc.qualify(candidate.source_refs)
+        known = dated_patch(candidate, candidate_patch(candidate), before)
+        if adds_nothing(known, existing, refs, metadata):
+            return WritePlan(
+                action=WriteAction.SKIP,
+                target_uri=uri,
+                category=candidate.category,
+                reason=f"{reason}; merge adds nothing new (every line already in the node)",
+                dedup=dedup,
+                expected_version=existing.version,
+            )
         merged = await merge_texts(
             pc, candidate.category, before, dated_patch(candidate, candidate_patch(candidate))
         )
@@ -137,7 +150,6 @@ class MergePolicy(ABC):
         unchanged = patch == node_texts(existing) and all(
             existing.metadata.get(k) == v for k, v in (metadata or {}).items()
         )
-        refs = pc.qualify(candidate.source_refs)
         if unchanged and set(refs) <= set(existing.source_refs):
             return WritePlan(
                 action=WriteAction.SKIP,

@@ -98,8 +98,10 @@ def test_small_talk_stores_nothing_and_says_why(make_components):
     assert result.status is CommitStatus.SUCCESS
     assert result.stats.nodes_created == 0
     assert "no memory stored" in result.reason
-    assert all(r.status is ExtractorStatus.EMPTY for r in result.extractors)
-    assert all(r.reason for r in result.extractors)
+    # nothing in it for any extractor: each one is gated without an LLM call
+    assert all(r.status is ExtractorStatus.SKIPPED for r in result.extractors)
+    assert all(r.reason.startswith("gated: ") for r in result.extractors)
+    assert list(result.stats.llm_by_phase) == ["archive"]
 
 
 def test_injected_memory_is_never_stored_again(make_components):

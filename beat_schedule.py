@@ -34,6 +34,11 @@ def build_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             "schedule": settings.retention_interval_s,
             "options": {"queue": "maintenance", "expires": settings.retention_interval_s},
         },
+        "cut-idle-sessions": {
+            "task": "ctxpipe.maintenance.cut_idle_sessions",
+            "schedule": settings.sweep_interval_s,
+            "options": {"queue": "maintenance", "expires": settings.sweep_interval_s},
+        },
         "repair-index-replica": {
             "task": "ctxpipe.maintenance.repair",
             "schedule": settings.repair_interval_s,

@@ -15,6 +15,7 @@ from ctxpipe.providers.factory import make_embedder, make_llm
 from ctxpipe.providers.latency import LatencyLLM
 from ctxpipe.providers.pgvector_index import PgVectorIndex
 from ctxpipe.providers.prompts import PromptRegistry, default_registry
+from ctxpipe.providers.traced_llm import TracedLLM
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.outbox_store import OutboxStore
 
@@ -53,9 +54,13 @@ class Runtime:
     @cached_property
     def llm(self) -> LLM:
         llm = self._llm or make_llm(self.settings, self.prompts)
+        # a span per call (GenAI conventions) when tracing is on; the model: the configured
+        # one for an HTTP provider, the provider's own name for the offline rules
+        provider = self.settings.llm_provider
+        model = self.settings.llm_model if provider == "openai" else llm.name
         if self.settings.llm_simulated_latency_s > 0:
             llm = LatencyLLM(llm, self.settings.llm_simulated_latency_s)
-        return llm
+        return TracedLLM(llm, provider=provider, model=model)
 
     @cached_property
     def db(self) -> Database:

@@ -8,23 +8,35 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import date
+from datetime import date, datetime
 from functools import cached_property
 from typing import Any, Protocol, TypedDict, Unpack
 
 from pydantic import BaseModel, Field
 
 from ctxpipe.client.find_request import FindRequest
+from ctxpipe.client.session_models import SessionAppended
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.errors import CommitError, CtxError
-from ctxpipe.core.models import CommitOptions, CommitResult, NodeStat, NodeSummary, RelationEdge
+from ctxpipe.core.models import (
+    CommitOptions,
+    CommitResult,
+    ContextNode,
+    NodeStat,
+    NodeSummary,
+    RelationEdge,
+    utcnow,
+)
 from ctxpipe.core.session import Message, RequestContext, SessionInput, ToolUse
 from ctxpipe.fs.history import HistoryEntry
+from ctxpipe.observability.spans import phase_span
 from ctxpipe.retrieval import ContextRequest, ContextResult, FindResult, ReadPath, SearchResult
 from ctxpipe.retrieval.graph import GraphNeighbour
 from ctxpipe.retrieval.models import TagCount
 from ctxpipe.runtime import Runtime
+from ctxpipe.sessions.open_sessions import OpenSessions
+from ctxpipe.storage.commit_list import CommitSummary
 
 
 class CommitView(BaseModel):
@@ -41,10 +53,21 @@ class CommitView(BaseModel):
     error: str | None = None
     error_phase: str | None = None
     result: CommitResult | None = None
+    # milliseconds by phase ("archive_ms", ...), as the ledger records them ({} in process)
+    timings: dict[str, int | float] = Field(default_factory=dict)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
 
     @property
     def finished(self) -> bool:
         return self.result is not None or self.phase == "failed"
+
+    def summary(self) -> CommitSummary:
+        """This commit as a commit list shows it."""
+        return CommitSummary(
+            **self.model_dump(exclude={"result"}),
+            stats=self.result.stats if self.result is not None else None,
+        )
 
 
 class CommitNotFoundError(CtxError, KeyError):
@@ -57,6 +80,12 @@ class CommitDispatcher(Protocol):
 
     def get(self, commit_id: str) -> CommitView: ...
 
+    def recent(
+        self, account_id: str, user_id: str | None, agent_id: str | None, limit: int
+    ) -> list[CommitSummary]:
+        """The latest commits of an account (of a user and/or agent when given)."""
+        ...
+
 
 class InlineDispatcher:
     """Runs each commit to completion in the calling process."""
@@ -66,6 +95,10 @@ class InlineDispatcher:
         self._views: dict[str, CommitView] = {}
 
     def submit(self, req: CommitRequest) -> str:
+        with phase_span("submit", req.commit_id):
+            return self._submit(req)
+
+    def _submit(self, req: CommitRequest) -> str:
         who = req.ctx.model_dump(include={"account_id", "user_id", "agent_id", "session_id"})
         known = self._views.get(req.commit_id)
         if known is not None:
@@ -77,6 +110,8 @@ class InlineDispatcher:
                 raise CommitIdConflictError(req.commit_id)
             if known.phase != "failed":
                 return req.commit_id
+        self._views.pop(req.commit_id, None)  # a failed commit runs again, as the latest
+        started = utcnow()
         try:
             result = self._coordinator.commit_sync(req)
             self._views[req.commit_id] = CommitView(
@@ -85,6 +120,8 @@ class InlineDispatcher:
                 phase="registered",
                 status=result.status.value,
                 result=result,
+                created_at=started,
+                updated_at=utcnow(),
             )
         except CommitError as exc:
             self._views[req.commit_id] = CommitView(
@@ -94,6 +131,8 @@ class InlineDispatcher:
                 status="failed",
                 error=str(exc),
                 error_phase=exc.phase,
+                created_at=started,
+                updated_at=utcnow(),
             )
         return req.commit_id
 
@@ -102,6 +141,18 @@ class InlineDispatcher:
             return self._views[commit_id]
         except KeyError:
             raise CommitNotFoundError(commit_id) from None
+
+    def recent(
+        self, account_id: str, user_id: str | None, agent_id: str | None, limit: int
+    ) -> list[CommitSummary]:
+        mine = [
+            v
+            for v in self._views.values()
+            if v.account_id == account_id
+            and user_id in (None, v.user_id)
+            and agent_id in (None, v.agent_id)
+        ]
+        return [v.summary() for v in reversed(mine)][:limit]  # submitted last, first
 
 
 class CommitExtras(TypedDict, total=False):
@@ -170,6 +221,18 @@ class ContextEngineService:
     def get_commit(self, commit_id: str) -> CommitView:
         return self.dispatcher.get(commit_id)
 
+    def recent_commits(
+        self,
+        account_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        limit: int = 50,
+    ) -> list[CommitSummary]:
+        """The latest `limit` commits of an account (only a user's and/or an agent's when
+        given), newest first."""
+        return self.dispatcher.recent(account_id, user_id, agent_id, limit)
+
     def wait_commit(
         self, commit_id: str, timeout: float = 60.0, poll_s: float = 0.05
     ) -> CommitView:
@@ -183,6 +246,28 @@ class ContextEngineService:
                     f"commit {commit_id} not finished after {timeout:.0f}s (phase {view.phase})"
                 )
             time.sleep(poll_s)
+
+    # -------------------------------------------------------------- open sessions
+    @cached_property
+    def open_sessions(self) -> OpenSessions:
+        """Open sessions (built on first use), whose cuts go through this service's dispatcher."""
+        from ctxpipe.sessions.wiring import make_open_sessions
+
+        rt = self.runtime
+        db = rt.db if rt.use_database else None
+        return make_open_sessions(rt.settings, db, rt.fs, self.dispatcher.submit)
+
+    def add_messages(
+        self, ctx: RequestContext, messages: list[Message] | list[dict], *, close: bool = False
+    ) -> SessionAppended:
+        """Append messages to `ctx`'s open session (idempotent by message id); commits are cut
+        by size, idle time or `close` and submitted like any commit."""
+        msgs = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
+        return self.open_sessions.append(ctx, msgs, close=close)
+
+    def close_session(self, ctx: RequestContext) -> SessionAppended:
+        """Commit what is still open of `ctx`'s session now."""
+        return self.open_sessions.close(ctx)
 
     def close(self) -> None:
         rp = self.__dict__.get("read_path")  # only when it was built
@@ -288,6 +373,11 @@ class ContextEngineService:
 
     def stat(self, uri: str, ctx: RequestContext) -> NodeStat:
         return self.read_path.stat(uri, ctx)
+
+    def node(self, uri: str, ctx: RequestContext) -> ContextNode:
+        """A node `ctx` may read, whole: its levels, metadata (tags, category, validity of
+        its facts), source refs, version and timestamps."""
+        return self.read_path.node(uri, ctx)
 
     def relations(self, uri: str, ctx: RequestContext) -> list[RelationEdge]:
         return self.read_path.relations_of(uri, ctx)

@@ -6,6 +6,7 @@ from celery import Celery
 
 from ctxpipe.core.config import Settings
 from tasks.queues import COMMIT, TASK_QUEUES, TASK_ROUTES
+from tasks.telemetry import instrument_celery
 
 # Longer than the longest task (an LLM-bound plan phase with retries); the broker re-delivers
 # an unacknowledged task only after this, so it must never cut a running task short.
@@ -25,6 +26,7 @@ def make_app(settings: Settings | None = None) -> Celery:
             "tasks.retention",
             "tasks.recovery",
             "tasks.warmup",
+            "tasks.sessions",
         ],
     )
     # an unreachable broker fails a producer's submit within seconds, not after minutes
@@ -74,3 +76,4 @@ def make_app(settings: Settings | None = None) -> Celery:
 
 
 app = make_app()
+instrument_celery()  # trace context in task headers, when OTEL_TRACES_EXPORTER asks for it

@@ -9,8 +9,10 @@ from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.config import Settings
 from ctxpipe.core.errors import UnavailableError
 from ctxpipe.core.models import CommitResult
+from ctxpipe.observability.spans import phase_span
 from ctxpipe.service import CommitNotFoundError, CommitView
 from ctxpipe.storage.commit_ledger import CommitLedger
+from ctxpipe.storage.commit_list import CommitSummary, commits_of_owner
 from ctxpipe.storage.db import Database
 
 
@@ -25,11 +27,15 @@ class BrokerUnavailableError(UnavailableError):
 class CeleryDispatcher:
     def __init__(self, settings: Settings, db: Database | None = None) -> None:
         self._settings = settings
-        self._ledger = CommitLedger(
-            db or Database.from_settings(settings), schema=settings.db_schema
-        )
+        self._db = db or Database.from_settings(settings)
+        self._ledger = CommitLedger(self._db, schema=settings.db_schema)
 
     def submit(self, req: CommitRequest) -> str:
+        # the commit's `commit.submit` span: the start message carries its trace context
+        with phase_span("submit", req.commit_id):
+            return self._submit(req)
+
+    def _submit(self, req: CommitRequest) -> str:
         from ctxpipe.commit import steps
         from tasks.app import app
         from tasks.queues import START
@@ -67,4 +73,19 @@ class CeleryDispatcher:
             error=row.error,
             error_phase=row.error_phase,
             result=CommitResult.model_validate(row.result) if row.result else None,
+            timings=row.timings,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+        )
+
+    def recent(
+        self, account_id: str, user_id: str | None, agent_id: str | None, limit: int
+    ) -> list[CommitSummary]:
+        return commits_of_owner(
+            self._db,
+            self._settings.db_schema,
+            account_id,
+            user_id=user_id,
+            agent_id=agent_id,
+            limit=limit,
         )

@@ -16,7 +16,8 @@ from ctxpipe.api.keys import KeyStore
 from ctxpipe.api.metrics import ApiMetrics, PipelineCollector
 from ctxpipe.api.middleware import BodyLimitMiddleware, MetricsMiddleware
 from ctxpipe.api.ratelimit import KeyRateLimiter
-from ctxpipe.api.routes import commits, keys, ops, read
+from ctxpipe.api.routes import commits, keys, ops, read, sessions
+from ctxpipe.api.ui import mount_ui
 from ctxpipe.core.config import Settings
 from ctxpipe.service import ContextEngineService
 from ctxpipe.storage.commit_ledger import CommitBacklog
@@ -46,6 +47,7 @@ def create_app(
         try:
             yield
         finally:
+            _app.state.ui_sessions.close()
             if close_service:
                 service.close()
 
@@ -58,6 +60,7 @@ def create_app(
     )
     app.state.limiter = KeyRateLimiter(settings.api_rate_limit, settings.redis_url)
     app.state.probes = probes if probes is not None else ops.default_probes(settings)
+    mount_ui(app, settings)  # the memory browser at /ui
 
     metrics = ApiMetrics()
     metrics.add_pipeline(pipeline_collector(settings, service))
@@ -74,7 +77,7 @@ def routes_app(lifespan: Any = None) -> FastAPI:
     and what the OpenAPI document describes."""
     app = FastAPI(title="ctxpipe", version="1", description=DESCRIPTION, lifespan=lifespan)
     install_error_handlers(app)
-    for router in (ops.router, commits.router, read.router, keys.router):
+    for router in (ops.router, commits.router, sessions.router, read.router, keys.router):
         app.include_router(router)
     return app
 

@@ -19,6 +19,7 @@ _COMMAND_MODULES = (
     "maintenance_cmds",
     "api_cmds",
     "portability_cmds",
+    "session_cmds",
 )
 
 for _name in _COMMAND_MODULES:
@@ -26,6 +27,16 @@ for _name in _COMMAND_MODULES:
 
 
 def main() -> None:
+    import sys
+
+    from ctxpipe.observability.logs import configure_logging
+    from ctxpipe.observability.tracing import TracingConfigError, configure_tracing
+
+    configure_logging()  # one line per event, with the commit id and the trace id
+    try:  # off unless OTEL_TRACES_EXPORTER names an exporter
+        configure_tracing("ctxpipe-api" if sys.argv[1:2] == ["serve"] else "ctxpipe-cli")
+    except TracingConfigError as exc:
+        sys.exit(f"ctxpipe: {exc}")
     app()
 
 

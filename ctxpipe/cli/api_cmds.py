@@ -49,12 +49,16 @@ def _one_torch_thread() -> None:
 def app_factory() -> Any:
     """The ASGI app of one API process (uvicorn calls this in every worker)."""
     from ctxpipe.api import create_app
+    from ctxpipe.observability.tracing import configure_tracing, instrument_fastapi
 
     cfg = settings()
+    configure_tracing("ctxpipe-api")  # a worker process of `--workers N` sets up its own
     _one_torch_thread()
     service = services.build_service(cfg, commits="celery")  # reads run in this process
     warm(service)
-    return create_app(cfg, service)
+    app = create_app(cfg, service)
+    instrument_fastapi(app)  # a server span per request, when tracing is on
+    return app
 
 
 @app.command("serve")
@@ -68,6 +72,8 @@ def serve_cmd(
     """Serve the HTTP API (/v1, /healthz, /readyz, /metrics, OpenAPI at /docs)."""
     import uvicorn
 
+    from ctxpipe.observability.logs import uvicorn_log_config
+
     cfg = settings()
     # Requests run on a pool of threads: one torch thread each (OpenMP teams per calling
     # thread would oversubscribe the cores); parallelism comes from requests and --workers.
@@ -80,6 +86,7 @@ def serve_cmd(
         port=port or cfg.api_port,
         workers=workers or cfg.api_workers,
         log_level=log_level,
+        log_config=uvicorn_log_config(log_level),  # one line per event, with the trace id
         access_log=False,  # the histogram counts requests; keys must never reach a log
         server_header=False,
     )

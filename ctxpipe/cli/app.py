@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 import psycopg
 import typer
 from pydantic import BaseModel, ValidationError
-from rich.console import Console
 
+from ctxpipe.cli.consoles import Console
 from ctxpipe.core.config import Settings
 from ctxpipe.core.errors import CtxError
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
+from urllib.parse import quote
 
 from pydantic import TypeAdapter
 
@@ -14,6 +15,7 @@ from ctxpipe.client._base import messages_json
 from ctxpipe.client.find_request import FindRequest
 from ctxpipe.client.models import ApiKey, CommitAccepted, CommitStatus, ReadOut, RemoveOut
 from ctxpipe.client.results import ContextResult, FindResult, SearchResult
+from ctxpipe.client.session_models import SessionAppended
 from ctxpipe.core.models import CommitOptions, NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message
 
@@ -51,6 +53,27 @@ def commit(
     return Call(
         "POST", "/v1/commits", lambda d: CommitAccepted.model_validate(d).commit_id, body=body
     )
+
+
+def add_messages(
+    who: dict[str, str], messages: list[Message] | list[dict[str, Any]], close: bool
+) -> Call:
+    session_id = who.get("session_id")
+    if not session_id:
+        raise ValueError("add_messages needs a session_id (as an argument or a client default)")
+    body: dict[str, Any] = {**who, "messages": messages_json(messages)}
+    if close:
+        body["close"] = True
+    path = f"/v1/sessions/{quote(session_id, safe='')}/messages"
+    return Call("POST", path, SessionAppended.model_validate, body=body)
+
+
+def close_session(who: dict[str, str]) -> Call:
+    session_id = who.get("session_id")
+    if not session_id:
+        raise ValueError("close_session needs a session_id (as an argument or a client default)")
+    path = f"/v1/sessions/{quote(session_id, safe='')}/close"
+    return Call("POST", path, SessionAppended.model_validate, body=who)
 
 
 def whoami() -> Call:

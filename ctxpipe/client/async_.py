@@ -14,6 +14,7 @@ from ctxpipe.client._base import CommitFailedError, CtxApiError, Defaults, heade
 from ctxpipe.client.find_request import FindRequest
 from ctxpipe.client.models import ApiKey, CommitStatus
 from ctxpipe.client.results import ContextResult, FindResult, SearchResult
+from ctxpipe.client.session_models import SessionAppended
 from ctxpipe.core.models import CommitOptions, NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message
 
@@ -91,6 +92,31 @@ class AsyncCtxClient:
                 options=options,
             )
         )
+
+    async def add_messages(
+        self,
+        messages: Msgs,
+        *,
+        session_id: str | None = None,
+        close: bool = False,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> SessionAppended:
+        """Append messages to an open session (a message id it holds is not appended again);
+        the server cuts commits by size, idle time or `close` (`commit_ids` of the result)."""
+        who = self.defaults.who(user_id, agent_id, session_id)
+        return await self._run(calls.add_messages(who, messages, close))
+
+    async def close_session(
+        self,
+        session_id: str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> SessionAppended:
+        """Commit what is still open of an open session now."""
+        who = self.defaults.who(user_id, agent_id, session_id)
+        return await self._run(calls.close_session(who))
 
     async def get_commit(self, commit_id: str) -> CommitStatus:
         """The commit's status: phase, per-extractor status, error, and its result once finished."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+from ctxpipe.commit.big_messages import reading_window
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.config import ArchiveConfig
@@ -91,7 +92,10 @@ class ArchiveBuilder:
         summary = await self._c.llm.complete_json(
             "compression.archive_summary",
             {
-                "messages": message_vars(recent),
+                # a long message is read in part (its first CTXPIPE_LIMITS__MAX_MESSAGE_CHARS)
+                "messages": message_vars(
+                    reading_window(recent, self._c.settings.limits.max_message_chars)
+                ),
                 "tools": [t.model_dump() for t in req.used_tools],
                 "session_id": req.ctx.session_id,
                 "max_tokens": self._config.summary_max_tokens,

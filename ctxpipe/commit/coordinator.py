@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ctxpipe.commit import steps
+from ctxpipe.commit import big_messages, steps
 from ctxpipe.commit.canvas import canvas
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.executor import execute
@@ -18,7 +18,7 @@ from ctxpipe.commit.memory_ledger import InMemoryLedger
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.commit.phases import check_session_owner
 from ctxpipe.core.models import CommitResult
-from ctxpipe.core.session import check_limits
+from ctxpipe.observability.spans import phase_span
 
 
 class CommitCoordinator:
@@ -26,8 +26,12 @@ class CommitCoordinator:
         self._c = components
 
     async def commit(self, req: CommitRequest) -> CommitResult:
+        with phase_span("in_process", req.commit_id):  # the phases' spans: one trace
+            return await self._commit(req)
+
+    async def _commit(self, req: CommitRequest) -> CommitResult:
         dry = req.options.dry_run or self._c.settings.commit.dry_run
-        check_limits(req.messages, req.used_contexts, req.used_tools, self._c.settings.limits)
+        req = big_messages.admit(req, self._c.settings.limits)
         # refused before the journal is consulted: a commit id is looked up only within the
         # session's owner, so another user's recorded result is never returned
         check_session_owner(self._c, req)

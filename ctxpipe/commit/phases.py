@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 
 from ctxpipe.commit.archive_builder import ArchiveBuilder
+from ctxpipe.commit.big_messages import reading_window
+from ctxpipe.commit.big_messages import warnings as big_message_warnings
 from ctxpipe.commit.candidate_pipeline import CandidatePipeline
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.context_writer import ContextWriter
@@ -99,7 +101,7 @@ async def extract_phase(
     """One extractor. An LLM failure is reported in the result, not raised."""
     usage = LLMUsage()
     result = await EXTRACTORS[name].extract(
-        req.messages,
+        reading_window(req.messages, c.settings.limits.max_message_chars),
         archive,
         req.ctx,
         c.llm,
@@ -127,7 +129,8 @@ def _recalled_texts(c: CommitComponents, req: CommitRequest) -> list[str]:
                 texts.append(c.fs.read_node(uri, include_content=False).abstract)
         except (CtxError, ValueError, OSError):
             continue
-    texts.extend(m.content for m in req.messages if m.injected)
+    window = c.settings.limits.max_message_chars
+    texts.extend(m.content[:window] for m in req.messages if m.injected)
     return texts
 
 
@@ -213,6 +216,7 @@ async def plan_phase(
         for r in reports
         if r.status is ExtractorStatus.FAILED
     ]
+    warnings.extend(big_message_warnings(req.messages, c.settings.limits))
     for item in items:
         d = item.plan.dedup
         if d is not None and "degraded" in d.reason:

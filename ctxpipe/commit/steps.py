@@ -21,9 +21,11 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-from ctxpipe.commit import backlog
+from opentelemetry import trace
+
+from ctxpipe.commit import backlog, big_messages
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.failures import (
     CommitAlreadyFailedError,
@@ -55,8 +57,8 @@ from ctxpipe.core.config import LimitsConfig
 from ctxpipe.core.enums import CommitPhase
 from ctxpipe.core.errors import CommitError
 from ctxpipe.core.models import CommitResult, ExtractionResult, SessionArchive
-from ctxpipe.core.session import check_limits
 from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
+from ctxpipe.observability.spans import STORE_ID, phase_span, record_ids
 from ctxpipe.providers.base import run_sync
 from ctxpipe.storage.commit_ledger import Completion
 
@@ -98,8 +100,8 @@ def submit(
 
     A commit id is an idempotency key: reusing it for another account, user, agent or session is
     refused (it would silently drop that session and show another tenant's result)."""
-    if limits is not None:
-        check_limits(req.messages, req.used_contexts, req.used_tools, limits)
+    if limits is not None:  # a long message is recorded as its bounded excerpt, never refused
+        req = big_messages.admit(req, limits)
     if ledger.create(
         req.commit_id,
         req.ctx.model_dump(mode="json"),
@@ -156,9 +158,12 @@ def _need(output: T | None, key: str, phase: str) -> T:
     return output
 
 
-async def _run(ledger: LedgerPort, commit_id: str, phase: str, work: Awaitable[T]) -> T:
+async def _run(
+    ledger: LedgerPort, commit_id: str, phase: str, work: Awaitable[T], **attributes: Any
+) -> T:
     try:
-        return await work
+        with phase_span(phase, commit_id, **attributes):  # a span per phase run (tracing)
+            return await work
     except CommitError as exc:
         if is_transient(exc.__cause__):
             raise TransientStepError(exc.phase, exc.__cause__ or exc) from exc
@@ -169,6 +174,21 @@ async def _run(ledger: LedgerPort, commit_id: str, phase: str, work: Awaitable[T
             raise TransientStepError(phase, exc) from exc
         ledger.fail(commit_id, phase, f"{type(exc).__name__}: {exc}")
         raise CommitError(str(exc), phase=phase) from exc
+
+
+EXTRACTOR = "ctxpipe.extractor"
+
+
+async def _write(
+    c: CommitComponents, req: CommitRequest, archived: SessionArchive, planned: PlanOutcome
+) -> WriteOutcome:
+    """The write phase, named on its span as the GenAI memory operation `update_memory`: the
+    store (the account) and the records (URIs) written."""
+    span = trace.get_current_span()
+    span.set_attributes({"gen_ai.operation.name": "update_memory", STORE_ID: req.ctx.account_id})
+    outcome = await write_phase(c, req, archived, planned)
+    record_ids(span, [r.uri for r in outcome.write_results if r.error is None])
+    return outcome
 
 
 def _archived(outcome: ArchiveOutcome) -> Completion:
@@ -211,7 +231,8 @@ async def _extract(
     req: CommitRequest,
     archived: SessionArchive,
 ) -> ExtractionResult:
-    result = await _run(ledger, commit_id, "extract", extract_phase(c, name, req, archived))
+    work = extract_phase(c, name, req, archived)
+    result = await _run(ledger, commit_id, "extract", work, **{EXTRACTOR: name})
     return ExtractionResult.model_validate(store(ledger, commit_id, _extracted(name, result)))
 
 
@@ -235,7 +256,13 @@ async def _extract_missing(
         archived = _need(outs.archive, ARCHIVE, phase).archive
         results = await asyncio.gather(
             *(
-                _run(ledger, commit_id, "extract", extract_phase(c, n, req, archived))
+                _run(
+                    ledger,
+                    commit_id,
+                    "extract",
+                    extract_phase(c, n, req, archived),
+                    **{EXTRACTOR: n},
+                )
                 for n in missing
             )
         )
@@ -332,7 +359,7 @@ async def write(
     if req.options.dry_run or c.settings.commit.dry_run:
         outcome = WriteOutcome()
     else:
-        outcome = await _run(ledger, commit_id, "write", write_phase(c, req, archived, planned))
+        outcome = await _run(ledger, commit_id, "write", _write(c, req, archived, planned))
     stored = ledger.complete(
         commit_id,
         WRITE,
@@ -359,9 +386,10 @@ async def register(
     written = _need(outs.write, WRITE, "register")
     usage = usage_by_phase(archived, outs.extraction_results(), planned, written)
     elapsed = int((time.time() - created_at.timestamp()) * 1000)
-    result = register_phase(
-        c, req, archived.archive, planned, written, usage=usage, duration_ms=elapsed
-    )
+    with phase_span("register", commit_id):
+        result = register_phase(
+            c, req, archived.archive, planned, written, usage=usage, duration_ms=elapsed
+        )
     stored = ledger.complete(
         commit_id,
         RESULT,

@@ -237,6 +237,17 @@ class Settings(BaseSettings):
     limits: LimitsConfig = LimitsConfig()
     forgetting: ForgettingConfig = ForgettingConfig()
 
+    # open sessions (ctxpipe.sessions): when a commit is cut from the appended messages
+    session_max_messages: int = Field(200, ge=1)
+    """open sessions: a commit is cut when the open part holds this many messages (at most
+    `CTXPIPE_LIMITS__MAX_MESSAGES`)"""
+    session_max_tokens: int = Field(32_000, ge=1)
+    """open sessions: a commit is cut when the open part holds this many tokens (each message
+    counted over the part the pipeline reads, with the embedding model's tokenizer)"""
+    session_idle_commit_s: float = Field(600.0, gt=0)
+    """open sessions: a commit is cut when no message was appended for this long (seconds;
+    a beat job looks every `CTXPIPE_SWEEP_INTERVAL_S`)"""
+
     # the read path (ctxpipe.retrieval): a named preset, then any field set on its own
     retrieval_preset: RetrievalPreset = "default"
     """a named recipe of retrieval settings: `default`, `fast` (fewer candidates and dense rows,
@@ -291,6 +302,9 @@ class Settings(BaseSettings):
         5.0, ge=0.0, le=300.0, description="how long a process trusts a key row it read"
     )
     api_url: str = Field("http://127.0.0.1:8080", description="where clients reach the API")
+    ui_session_ttl_s: int = Field(
+        8 * 3600, ge=60, le=30 * 86400, description="how long a memory browser sign-in lasts"
+    )
 
     # local stack
     var_dir: Path = Field(Path("var"), description="state directory of `ctxpipe dev`")

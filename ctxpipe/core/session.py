@@ -95,6 +95,9 @@ class Message(BaseModel):
     content: str
     created_at: datetime | None = None
     injected: bool = False
+    original_chars: int | None = Field(None, ge=0)
+    """set when `content` is a bounded excerpt of a longer message: the message's length then
+    (see `LimitsConfig.max_message_keep_chars`); None: the message is whole"""
 
     @field_validator("content")
     @classmethod
@@ -181,16 +184,24 @@ def message_vars(messages: list[Message]) -> list[dict[str, Any]]:
 class LimitsConfig(BaseModel):
     """Size limits of a committed session (`Settings.limits`, `CTXPIPE_LIMITS__*`), enforced
     where the input enters (a larger input is refused with one clear error before anything is
-    recorded or written)."""
+    recorded or written; one long message is kept, or cut to a marked excerpt, never refused:
+    see `ctxpipe.commit.big_messages`)."""
 
     model_config = ConfigDict(use_attribute_docstrings=True)
 
     max_message_chars: int = Field(100_000, ge=1)
-    """characters of one message; a larger message refuses the commit"""
+    """characters of one message the pipeline reads (the archive summary and the extractors
+    read a longer message's first this many characters; the message itself is kept, and the
+    commit's result carries a warning)"""
+    max_message_keep_chars: int = Field(2_000_000, ge=1)
+    """characters of one message that are kept: a longer message is kept as a bounded excerpt
+    (its first this many characters, an explicit marker and its original length) with a
+    warning, never refused"""
     max_messages: int = Field(2_000, ge=1)
     """messages per commit; commit a longer session in parts"""
     max_session_chars: int = Field(2_000_000, ge=1)
-    """characters of all messages of one commit"""
+    """characters the pipeline reads of one commit: the sum over its messages of at most
+    `max_message_chars` each"""
     max_used_items: int = Field(1_000, ge=0)
     """entries of `used_contexts`, and of `used_tools`, per commit"""
 
@@ -211,18 +222,12 @@ def check_limits(
             f"the session has {len(messages)} messages; at most {limits.max_messages} are "
             "accepted per commit (CTXPIPE_LIMITS__MAX_MESSAGES): commit it in parts"
         )
-    total = 0
-    for m in messages:
-        size = len(m.content)
-        if size > limits.max_message_chars:
-            raise InputLimitError(
-                f"message {m.id!r} has {size} characters; at most {limits.max_message_chars} "
-                "are accepted (CTXPIPE_LIMITS__MAX_MESSAGE_CHARS)"
-            )
-        total += size
+    # a long message is never refused: the pipeline reads a bounded window of it
+    total = sum(min(len(m.content), limits.max_message_chars) for m in messages)
     if total > limits.max_session_chars:
         raise InputLimitError(
-            f"the session's messages hold {total} characters; at most "
+            f"the session's messages hold {total} characters (each counted up to "
+            f"{limits.max_message_chars}, CTXPIPE_LIMITS__MAX_MESSAGE_CHARS); at most "
             f"{limits.max_session_chars} are accepted per commit "
             "(CTXPIPE_LIMITS__MAX_SESSION_CHARS): commit it in parts"
         )

@@ -34,6 +34,7 @@ from ctxpipe.core.errors import InvalidURIError
 from ctxpipe.core.models import OutboxEvent
 from ctxpipe.core.uri import node_uri
 from ctxpipe.index.indexer import RELATIONS_KEY, Indexer, SyncReport
+from ctxpipe.observability.spans import tracer
 from ctxpipe.storage.outbox_store import OutboxStore
 
 log = logging.getLogger(__name__)
@@ -153,20 +154,19 @@ class IndexWorker:
         if not events:
             return result
         claim_ms = int((time.perf_counter() - started) * 1000)
-        report = SyncReport()
-        try:
-            outcome = self._process(events, report)
-        except Exception as exc:  # noqa: BLE001 - isolate: retry each event on its own
-            log.warning("index batch of %d failed (%s); retrying one by one", len(events), exc)
-            report = SyncReport()
-            outcome = {}
-            for e in events:
-                try:
-                    outcome.update(self._process([e], report))
-                except Exception as one_exc:  # noqa: BLE001
-                    outcome[e.event_id] = one_exc
-        result = self._finish(events, outcome, result)
-        self._count(result, report)
+        with tracer.start_as_current_span("index.batch") as span:
+            span.set_attributes(
+                {"ctxpipe.worker_id": self.worker_id, "ctxpipe.claimed": len(events)}
+            )
+            result = self._batch(events, result)
+            span.set_attributes(
+                {
+                    "ctxpipe.succeeded": result.succeeded,
+                    "ctxpipe.failed": result.failed,
+                    "ctxpipe.chunks": result.chunks,
+                    "ctxpipe.embedded": result.embedded,
+                }
+            )
         result.timings_ms["claim"] = claim_ms
         result.timings_ms["total"] = int((time.perf_counter() - started) * 1000)
         return result
@@ -188,6 +188,24 @@ class IndexWorker:
         return total
 
     # ------------------------------------------------------------------ internals
+    def _batch(self, events: Sequence[OutboxEvent], result: IndexBatchResult) -> IndexBatchResult:
+        """Process a claimed batch (each event on its own when the batch fails) and mark it."""
+        report = SyncReport()
+        try:
+            outcome = self._process(events, report)
+        except Exception as exc:  # noqa: BLE001 - isolate: retry each event on its own
+            log.warning("index batch of %d failed (%s); retrying one by one", len(events), exc)
+            report = SyncReport()
+            outcome = {}
+            for e in events:
+                try:
+                    outcome.update(self._process([e], report))
+                except Exception as one_exc:  # noqa: BLE001
+                    outcome[e.event_id] = one_exc
+        result = self._finish(events, outcome, result)
+        self._count(result, report)
+        return result
+
     def _process(
         self, events: Sequence[OutboxEvent], report: SyncReport
     ) -> dict[str, BaseException | None]:

@@ -21,8 +21,9 @@ from ctxpipe.client.find_request import FindRequest
 
 INSTRUCTIONS = (
     "ctxpipe is the long-term memory of this agent. Call build_context (or find) before "
-    "answering with what is known about the user; call commit_session with the conversation "
-    "when a session ends so its memories are extracted."
+    "answering with what is known about the user; call add_messages with each new turn "
+    "(close=true when the conversation ends), or commit_session with a whole conversation, "
+    "so its memories are extracted."
 )
 
 
@@ -156,6 +157,22 @@ def build_server(
             return {"commit_id": cid, "phase": st.phase, "status": st.status}
 
         return await run(ctx, who, go)
+
+    @server.tool()
+    async def add_messages(
+        session_id: str,
+        messages: list[dict[str, Any]],
+        ctx: Context,
+        close: bool = False,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Append messages (id, role, content[, created_at]) to an open session as the
+        conversation goes; a message id already appended is ignored. Commits are cut by size,
+        idle time or `close` (close when the conversation ends)."""
+        who = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
+        res = await run(ctx, who, lambda c: c.add_messages(messages, close=close))
+        return res.model_dump(mode="json")
 
     return server
 

@@ -6,21 +6,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from datetime import date
 from typing import Any, Protocol
 
+from opentelemetry.trace import Span
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from ctxpipe.client.find_request import FindRequest
 from ctxpipe.core.caches import LockedCache
 from ctxpipe.core.config import Settings, UnitContext
-from ctxpipe.core.models import NodeStat, NodeSummary, RelationEdge
+from ctxpipe.core.models import ContextNode, NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message, RequestContext
 from ctxpipe.core.validity import parse_as_of
 from ctxpipe.fs import ContextFS, FSRelationStore
 from ctxpipe.fs.history import HistoryEntry
 from ctxpipe.fs.session_owner import SessionOwners
+from ctxpipe.observability.spans import memory_span, record_ids
 from ctxpipe.providers.base import LLM, Embedder
 from ctxpipe.retrieval.access import check_readable, owner_spaces, visible
 from ctxpipe.retrieval.config import RetrievalConfig
@@ -37,6 +40,13 @@ from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
 
 log = logging.getLogger(__name__)
+TOP_K = "gen_ai.retrieval.top_k"
+
+
+def _span(kind: str, ctx: RequestContext, query: str, **attrs: Any) -> AbstractContextManager[Span]:
+    """The read's span: GenAI `search_memory` on the account's store, for who asks."""
+    who = f"users/{ctx.user_id}"
+    return memory_span(kind, ctx.account_id, owner=who, query=query, **attrs)
 
 
 class ReadAdapters(Protocol):
@@ -234,6 +244,12 @@ class ReadPath:
         """Hybrid find of `request` within what `ctx` may see (a bare query with `top_k` and
         the `FindRequest` fields as keywords is made into one)."""
         req = as_find_request(request, top_k=top_k, **narrow)
+        with _span("find", ctx, req.query, **{TOP_K: req.top_k}) as span:
+            res = self._find(req, ctx)
+            record_ids(span, [h.uri for h in res.hits])
+        return res
+
+    def _find(self, req: FindRequest, ctx: RequestContext) -> FindResult:
         filters = self.filters_for(
             ctx,
             scopes=req.scopes,
@@ -255,14 +271,29 @@ class ReadPath:
         **narrow: Any,
     ) -> SearchResult:
         _require_query(query)
-        filters = self.filters_for(ctx, **narrow)
-        res = self.searcher.search(query, filters, recent=recent, ctx=ctx, agent_id=ctx.agent_id)
-        _scrub(res.groups, filters)
-        for q in res.queries:
-            _scrub({"": q.hits}, filters)
+        with _span("search", ctx, query) as span:
+            filters = self.filters_for(ctx, **narrow)
+            res = self.searcher.search(
+                query, filters, recent=recent, ctx=ctx, agent_id=ctx.agent_id
+            )
+            _scrub(res.groups, filters)
+            for q in res.queries:
+                _scrub({"": q.hits}, filters)
+            record_ids(span, [h.uri for h in res.hits])
+            span.set_attribute("ctxpipe.typed_queries", len(res.queries))
         return res
 
     def build_context(self, req: ContextRequest, ctx: RequestContext) -> ContextResult:
+        with _span("build_context", ctx, req.query) as span:
+            res = self._build_context(req, ctx)
+            uris = [i.uri for sec in res.sections for i in sec.items if i.uri]
+            record_ids(span, list(dict.fromkeys(uris)))
+            span.set_attributes(
+                {"ctxpipe.budget": res.budget.total, "ctxpipe.tokens": res.total_tokens}
+            )
+        return res
+
+    def _build_context(self, req: ContextRequest, ctx: RequestContext) -> ContextResult:
         filters = self.filters_for(ctx, as_of=req.as_of)
         res = self.builder.build(req, ctx, filters)
         sessions = _sessions(filters)
@@ -275,6 +306,14 @@ class ReadPath:
     def read(self, uri: str, level: int, ctx: RequestContext) -> str:
         u = check_readable(ctx, uri, self._session_is_users(ctx))
         return self.fs.read_level(u, level, ctx)
+
+    def node(self, uri: str, ctx: RequestContext) -> ContextNode:
+        """The whole node at `uri` (levels, metadata, source refs of sessions `ctx` may read)."""
+        u = check_readable(ctx, uri, self._session_is_users(ctx))
+        node = self.fs.read_node(u, ctx=ctx)
+        sessions = {s.split("/", 1)[1] for s in self.spaces(ctx) if s.startswith("sessions/")}
+        node.source_refs = [r for r in node.source_refs if _ref_visible(r, sessions)]
+        return node
 
     def stat(self, uri: str, ctx: RequestContext) -> NodeStat:
         u = check_readable(ctx, uri, self._session_is_users(ctx))

@@ -16,6 +16,8 @@ ERASE_QUERIES = (
     ("erase_snapshots", "context_snapshots"),
     ("erase_archives", "session_archives"),
     ("erase_commits", "commits"),
+    ("erase_open_session_cuts", "open_session_cuts"),
+    ("erase_open_sessions", "open_sessions"),  # their open_messages by cascade
 )
 
 

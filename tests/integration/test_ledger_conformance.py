@@ -707,8 +707,8 @@ def test_submit_refuses_an_input_over_the_limits_before_recording_it(ledger: Led
     req = make_req("too-big")
     with pytest.raises(InputLimitError, match="CTXPIPE_LIMITS__MAX_MESSAGES"):
         steps.submit(ledger, req, LimitsConfig(max_messages=1))
-    with pytest.raises(InputLimitError, match="CTXPIPE_LIMITS__MAX_MESSAGE_CHARS"):
-        steps.submit(ledger, req, LimitsConfig(max_message_chars=5))
+    with pytest.raises(InputLimitError, match="CTXPIPE_LIMITS__MAX_SESSION_CHARS"):
+        steps.submit(ledger, req, LimitsConfig(max_session_chars=1))
     assert ledger.get("too-big") is None
     assert steps.submit(ledger, req, LimitsConfig())
 

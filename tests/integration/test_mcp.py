@@ -1,4 +1,4 @@
-"""The MCP server through the SDK's own client: it lists the five tools and calls each one;
+"""The MCP server through the SDK's own client: it lists the six tools and calls each one;
 the key decides what they see, as on the HTTP API."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def test_tools_are_listed_and_each_one_works(world: ApiWorld) -> None:
             ("build_context", {"query": "dog and drinks", "budget": 400, "session_id": "q"}),
         ],
     )  # fmt: skip
-    assert out[0] == ["build_context", "commit_session", "find", "read", "search"]
+    assert out[0] == ["add_messages", "build_context", "commit_session", "find", "read", "search"]
     err, committed, _ = out[1]
     assert not err and committed["commit_id"] == "mcp-c1" and committed["status"] == "success"
     err, found, _ = out[2]

@@ -1,8 +1,9 @@
 """Every routine of the offline `rules` provider takes time linear in the size of its input:
 pathological text for its regexes and loops (no punctuation for pages, "A. A. A.", a name
 repeated thousands of times, thousands of identical lines, fact lines that contradict each
-other in turn …) at the largest message a commit accepts (100 kB,
-`CTXPIPE_LIMITS__MAX_MESSAGE_CHARS`) stays under a second per routine, and four times the
+other in turn …) at the most of one message a commit reads (100 kB,
+`CTXPIPE_LIMITS__MAX_MESSAGE_CHARS`; a longer message is kept but read in that window) stays
+under a second per routine, and four times the
 text costs about four times the time, not sixteen."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from ctxpipe.core.config import LimitsConfig
 from ctxpipe.providers.rules.llm import HANDLERS
 
-SIZE = LimitsConfig().max_message_chars  # 100 kB
+SIZE = LimitsConfig().max_message_chars  # 100 kB: the window read of one message
 BUDGET_S = 1.0
 EXTRACTORS = (
     "compression.archive_summary",

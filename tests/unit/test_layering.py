@@ -21,6 +21,8 @@ DOC = PKG.parent / "docs" / "ARCHITECTURE.md"
 FLOORS: dict[str, int] = {
     "core": 0,
     "resources": 0,  # finds the shipped sql/ and prompts/ directories
+    # tracing set-up, the hand spans (OpenTelemetry API) and the log lines' format
+    "observability": 0,
     # the HTTP client and the /v1 request and response bodies: the API and the read path
     # import its models, it imports nothing but `core` (an agent installs httpx + pydantic)
     "client": 1,
@@ -33,6 +35,7 @@ FLOORS: dict[str, int] = {
     "retrieval": 2,
     "maintenance": 2,
     "portability": 2,  # export / import of nodes (JSONL), the mem0 importer
+    "sessions": 2,  # open sessions: appended messages, cut into commits
     "service": 3,
     "runtime": 3,
     "devstack": 3,  # the local dev stack: composes the floors below for `ctxpipe dev`

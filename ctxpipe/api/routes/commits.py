@@ -11,7 +11,7 @@ from ctxpipe.api.errors import ApiError, documented_errors
 from ctxpipe.api.keys import ApiKey
 from ctxpipe.api.routes.deps import service
 from ctxpipe.api.schemas import CommitAccepted, CommitIn, CommitStatus
-from ctxpipe.service import CommitNotFoundError, ContextEngineService
+from ctxpipe.service import CommitNotFoundError, CommitView, ContextEngineService
 
 router = APIRouter(prefix="/v1/commits", tags=["commits"])
 _ERRORS = documented_errors(400, 401, 403, 409, 413, 422, 429, 503)
@@ -58,17 +58,7 @@ def get_commit(
 ) -> CommitStatus:
     """Phase, per-extractor status and (once registered) the result of a commit of this
     key's account (and of its user or agent, when the key is bound to one)."""
-    try:
-        view = svc.get_commit(commit_id)
-    except CommitNotFoundError:
-        view = None
-    visible = view is not None and view.account_id == key.account_id
-    if view is not None and key.user_id is not None:
-        visible = visible and view.user_id == key.user_id
-    if view is not None and key.agent_id is not None:
-        visible = visible and view.agent_id == key.agent_id
-    if view is None or not visible:
-        raise ApiError(404, f"no such commit: {commit_id}")
+    view = commit_of_key(svc, commit_id, key)
     return CommitStatus(
         commit_id=view.commit_id,
         user_id=view.user_id,
@@ -82,3 +72,20 @@ def get_commit(
         error_phase=view.error_phase,
         result=view.result,
     )
+
+
+def commit_of_key(svc: ContextEngineService, commit_id: str, key: ApiKey) -> CommitView:
+    """The commit when it is of the key's account (and of its user or agent, when the key is
+    bound to one); 404 otherwise, the same answer as for a commit that does not exist."""
+    try:
+        view: CommitView | None = svc.get_commit(commit_id)
+    except CommitNotFoundError:
+        view = None
+    visible = view is not None and view.account_id == key.account_id
+    if view is not None and key.user_id is not None:
+        visible = visible and view.user_id == key.user_id
+    if view is not None and key.agent_id is not None:
+        visible = visible and view.agent_id == key.agent_id
+    if view is None or not visible:
+        raise ApiError(404, f"no such commit: {commit_id}")
+    return view

@@ -124,7 +124,9 @@ def test_commit_wait_find_through_a_uvicorn_process(stack_settings, tmp_path: Pa
             cwd=str(ROOT),
         )
         tools, found = mcp_find(stdio, "Where does the user live?")
-        assert tools == ["add_messages", "build_context", "commit_session", "find", "read", "search"]
+        assert tools == [
+            "add_messages", "build_context", "commit_session", "find", "read", "search"
+        ]  # fmt: skip
         assert any("Lisbon" in h["text"] for h in found["hits"])
         # MCP over streamable HTTP: each request brings its own key
         mcp_port = free_port()

@@ -19,8 +19,11 @@ import httpx
 import pytest
 from celery_stack import ROOT, SAMPLE_SESSION, ctxpipe, settings_env, start_worker
 from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 
 from ctxpipe.client import CtxClient
 from ctxpipe.storage.netutil import free_port
@@ -59,6 +62,7 @@ def browser() -> Iterator[webdriver.Chrome]:
     # the system driver, named explicitly: Selenium Manager never downloads one
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
+    driver.implicitly_wait(15)  # an element the click asked for may come a moment later
     try:
         yield driver
     finally:
@@ -74,6 +78,18 @@ def console_errors(driver: webdriver.Chrome) -> list[dict[str, Any]]:
     return [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
 
 
+def arrived(driver: webdriver.Chrome, where: str, *, exact: bool = True) -> None:
+    """Wait (a loaded machine is slow) until the page the click asked for is the current one."""
+    try:
+        WebDriverWait(driver, 30).until(
+            expected_conditions.url_to_be(where)
+            if exact
+            else expected_conditions.url_contains(where)
+        )
+    except TimeoutException:
+        raise AssertionError(f"{driver.current_url} is not {where}: {driver.page_source}") from None
+
+
 def sign_in(driver: webdriver.Chrome, url: str, key: str, user: str = "") -> None:
     driver.get(f"{url}/ui/")
     assert driver.current_url.endswith("/ui/login")  # no session yet
@@ -81,7 +97,7 @@ def sign_in(driver: webdriver.Chrome, url: str, key: str, user: str = "") -> Non
     if user:
         driver.find_element(By.ID, "user_id").send_keys(user)
     driver.find_element(By.ID, "sign-in").click()
-    assert driver.current_url == f"{url}/ui/", driver.page_source
+    arrived(driver, f"{url}/ui/")
     assert key not in driver.current_url
     cookie = driver.get_cookie("ctxpipe_ui")
     assert cookie is not None and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
@@ -137,7 +153,7 @@ def test_sign_in_browse_find_and_open_a_commit_in_chromium(  # type: ignore[no-u
         # browse: the tree → the profile node, with its levels and history
         profile = driver.find_element(By.PARTIAL_LINK_TEXT, "profile")
         profile.click()
-        assert "/ui/node?uri=" in driver.current_url
+        arrived(driver, "/ui/node?uri=", exact=False)
         assert "Lisbon" in driver.find_element(By.ID, "level-l2").text
         assert "e2e-ui-1" in driver.find_element(By.ID, "history").text
         shot(driver, "2-node")
@@ -162,7 +178,7 @@ def test_sign_in_browse_find_and_open_a_commit_in_chromium(  # type: ignore[no-u
         shot(driver, "4-commit")
         assert console_errors(driver) == []
         driver.find_element(By.ID, "sign-out").click()
-        assert driver.current_url.endswith("/ui/login")
+        arrived(driver, f"{url}/ui/login")
 
         # another account's key: none of the first account's memories or commits
         sign_in(driver, url, stranger)

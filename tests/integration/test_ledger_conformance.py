@@ -969,7 +969,12 @@ def test_a_commit_redriven_too_often_is_failed_with_the_reason(ledger: Ledger) -
 
 
 # fields added to the stored shape since the literals were captured, and their default
-NEWER_FIELDS = {"repaired": 0, "retried": 0, "failed": 0}  # LLMUsage: structured output
+NEWER_FIELDS = {
+    "repaired": 0,  # LLMUsage: structured output
+    "retried": 0,
+    "failed": 0,
+    "original_chars": None,  # Message: a long message kept as an excerpt
+}
 
 
 def _same_or_newer(old: Any, new: Any) -> bool:

@@ -210,6 +210,9 @@ def test_log_lines_carry_the_commit_and_trace_ids_on_one_line(
     logger = logging.getLogger("ctxpipe.test.lines")
     logger.addHandler(handler)
     logger.propagate = False
+    # whatever an earlier test left on the `ctxpipe` or root logger (levels, disabled loggers)
+    logger.setLevel(logging.INFO)
+    logger.disabled = False
     try:
         logger.warning("outside")
         assert "commit=- trace=- span=- | outside" in _line(stream)

@@ -80,13 +80,27 @@ class PromptCounter:
         try:
             return await self.inner.complete_json(prompt_id, variables, schema, ctx, call)
         finally:
-            self.calls[prompt_id] += call.calls
-            self.prompt_tokens[prompt_id] += call.prompt_tokens
-            if usage is not None:
-                usage.add(call)
+            self._count(prompt_id, call, usage)
 
-    def complete_json_sync(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("the commit path calls complete_json")
+    def complete_json_sync(
+        self,
+        prompt_id: str,
+        variables: dict[str, Any],
+        schema: Any,
+        ctx: RequestContext | None = None,
+        usage: LLMUsage | None = None,
+    ) -> Any:
+        call = LLMUsage()
+        try:
+            return self.inner.complete_json_sync(prompt_id, variables, schema, ctx, call)
+        finally:
+            self._count(prompt_id, call, usage)
+
+    def _count(self, prompt_id: str, call: LLMUsage, usage: LLMUsage | None) -> None:
+        self.calls[prompt_id] += call.calls
+        self.prompt_tokens[prompt_id] += call.prompt_tokens
+        if usage is not None:
+            usage.add(call)
 
 
 @contextmanager

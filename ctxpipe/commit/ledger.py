@@ -6,7 +6,7 @@
 very code the workers run (as dramatiq tests its actors on a stub broker). Both keep the same
 rules: a phase only moves forward and never out of `failed`, a failure never overwrites
 `registered`, the first stored output of a phase wins, and what is stored is a JSON copy.
-`tests/integration/test_ledger_conformance.py` runs one suite of these rules against both.
+`tests/integration/ledger/` runs one suite of these rules against both.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 One method per named query, named in its docstring (as procrastinate's in-memory connector is
 the twin of its SQL); the inline dispatcher (`CommitCoordinator`) runs a commit's steps on it.
-`tests/integration/test_ledger_conformance.py` holds it and the PostgreSQL `CommitLedger` to
+`tests/integration/ledger/` holds it and the PostgreSQL `CommitLedger` to
 the same rules.
 """
 

@@ -11,21 +11,20 @@ commits and the tests run the code the workers run. Steps classify
 failures: transient ones raise `TransientStepError` (the task layer retries with backoff),
 permanent ones mark the commit failed in the ledger and raise `CommitError`.
 The Celery tasks in `tasks/` are thin wrappers around the blocking twins.
+
+The pieces live beside this module: `commit.submission` (`submit`, the ledger row of a new
+commit), `commit.step_state` (`Delivery`, the state a step reads) and `commit.phase_runs` (one
+run of a phase and the storing of its output); their names are re-exported here, where the
+task layer and the tests find them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
-from opentelemetry import trace
-
-from ctxpipe.commit import backlog, big_messages
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.failures import (
     CommitAlreadyFailedError,
@@ -34,271 +33,41 @@ from ctxpipe.commit.failures import (
     is_transient,
     transient_as_retry,
 )
-from ctxpipe.commit.ledger import LedgerPort, store
-from ctxpipe.commit.outputs import (
-    ARCHIVE,
-    EXTRACT_KEYS,
-    EXTRACT_PREFIX,
-    PLAN,
-    RESULT,
-    WRITE,
-    ExtractorProgress,
-    PhaseOutputs,
+from ctxpipe.commit.ledger import LedgerPort
+from ctxpipe.commit.outputs import ARCHIVE, EXTRACT_KEYS, EXTRACT_PREFIX, PLAN, RESULT, WRITE
+from ctxpipe.commit.payloads import ArchiveOutcome, PlanOutcome, WriteOutcome
+from ctxpipe.commit.phase_runs import (
+    archived_completion,
+    extract_missing,
+    run_archive,
+    run_extract,
+    run_phase,
+    run_plan,
+    traced_write,
 )
-from ctxpipe.commit.payloads import ArchiveOutcome, CommitRequest, PlanOutcome, WriteOutcome
-from ctxpipe.commit.phases import (
-    archive_phase,
-    extract_phase,
-    plan_phase,
-    write_phase,
-)
+from ctxpipe.commit.phases import archive_phase
 from ctxpipe.commit.register import register_phase, usage_by_phase
-from ctxpipe.core.config import LimitsConfig
+from ctxpipe.commit.step_state import MAX_DELIVERIES, Delivery, need, read_state
+from ctxpipe.commit.submission import submit
 from ctxpipe.core.enums import CommitPhase
-from ctxpipe.core.errors import CommitError
-from ctxpipe.core.models import CommitResult, ExtractionResult, SessionArchive
-from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
-from ctxpipe.observability.spans import STORE_ID, phase_span, record_ids
+from ctxpipe.core.models import CommitResult, ExtractionResult
+from ctxpipe.observability.spans import phase_span
 from ctxpipe.providers.base import run_sync
 from ctxpipe.storage.commit_ledger import Completion
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
-MAX_DELIVERIES = 5  # a task that kills its worker this many times is failed, not re-run
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One delivery of a step's task message: the task's short name ("extract_profile") and
-    its retry number. The step's first ledger read counts it (`attempts["<task>#<retry>"]`)
-    while the step has not finished, so a delivery costs no round trip of its own; a task
-    delivered more than MAX_DELIVERIES times at the same retry without its step finishing
-    fails the commit (its every delivery killed the worker: running it again would loop
-    forever). A finished step's redelivery only replays its output."""
-
-    task: str
-    retry: int = 0
-
-    @property
-    def key(self) -> str:
-        return f"{self.task}#{self.retry}"
-
-
-def submit(
-    ledger: LedgerPort,
-    req: CommitRequest,
-    limits: LimitsConfig | None = None,
-    *,
-    max_pending: int = 0,
-) -> bool:
-    """Record a commit request; False when this very commit was already submitted.
-
-    `limits`: the size limits checked before anything is recorded (InputLimitError).
-    `max_pending`: back-pressure — a new commit is refused with `BacklogFullError` (nothing
-    recorded) while that many commits are in flight; 0: no cap (see `commit.backlog`).
-
-    A commit id is an idempotency key: reusing it for another account, user, agent or session is
-    refused (it would silently drop that session and show another tenant's result)."""
-    if limits is not None:  # a long message is recorded as its bounded excerpt, never refused
-        req = big_messages.admit(req, limits)
-    if ledger.create(
-        req.commit_id,
-        req.ctx.model_dump(mode="json"),
-        req.model_dump(mode="json"),
-        max_pending=max_pending,
-    ):
-        return True
-    row = ledger.get(req.commit_id)
-    if row is None and max_pending > 0:  # not recorded and not known: over the cap
-        raise backlog.refusal(ledger.backlog(), max_pending)
-    if row is not None:
-        theirs = (row.account_id, row.user_id, row.agent_id, row.session_id)
-        ours = (req.ctx.account_id, req.ctx.user_id, req.ctx.agent_id, req.ctx.session_id)
-        if theirs != ours:
-            raise CommitIdConflictError(req.commit_id)
-    return False
-
-
-def _state(
-    c: CommitComponents,
-    ledger: LedgerPort,
-    commit_id: str,
-    keys: list[str],
-    delivery: Delivery | None = None,
-    *,
-    phase: str = "",
-    done: str = "",
-) -> tuple[CommitRequest, datetime, PhaseOutputs]:
-    """The request, its creation time and whichever of the outputs `keys` exist, parsed (one
-    round trip, which also counts `delivery`). A commit already marked failed (for example by
-    the sweeper) is never advanced again: its late tasks write nothing. A delivery over
-    MAX_DELIVERIES whose step has not finished (`done`: the key of its output) fails the
-    commit in `phase`."""
-    key = delivery.key if delivery is not None else None
-    state = ledger.state(commit_id, keys, key, done)
-    if state is None:
-        raise CommitError(f"unknown commit {commit_id}", phase="enqueued")
-    if state.phase == CommitPhase.FAILED.value:
-        raise CommitAlreadyFailedError(commit_id)
-    if delivery is not None and state.deliveries > MAX_DELIVERIES:
-        msg = (
-            f"{delivery.task} was delivered {state.deliveries} times without finishing "
-            "(its worker was lost each time; see the worker logs)"
-        )
-        ledger.fail(commit_id, phase, msg)
-        raise CommitError(msg, phase=phase)
-    outputs = PhaseOutputs.from_stored(state.outputs)
-    return c.step_cache.request(commit_id, state.request), state.created_at, outputs
-
-
-def _need(output: T | None, key: str, phase: str) -> T:
-    if output is None:
-        raise CommitError(f"{key} output missing", phase=phase)
-    return output
-
-
-async def _run(
-    ledger: LedgerPort, commit_id: str, phase: str, work: Awaitable[T], **attributes: Any
-) -> T:
-    try:
-        with phase_span(phase, commit_id, **attributes):  # a span per phase run (tracing)
-            return await work
-    except CommitError as exc:
-        if is_transient(exc.__cause__):
-            raise TransientStepError(exc.phase, exc.__cause__ or exc) from exc
-        ledger.fail(commit_id, exc.phase, str(exc))
-        raise
-    except Exception as exc:
-        if is_transient(exc):
-            raise TransientStepError(phase, exc) from exc
-        ledger.fail(commit_id, phase, f"{type(exc).__name__}: {exc}")
-        raise CommitError(str(exc), phase=phase) from exc
-
-
-EXTRACTOR = "ctxpipe.extractor"
-
-
-async def _write(
-    c: CommitComponents, req: CommitRequest, archived: SessionArchive, planned: PlanOutcome
-) -> WriteOutcome:
-    """The write phase, named on its span as the GenAI memory operation `update_memory`: the
-    store (the account) and the records (URIs) written."""
-    span = trace.get_current_span()
-    span.set_attributes({"gen_ai.operation.name": "update_memory", STORE_ID: req.ctx.account_id})
-    outcome = await write_phase(c, req, archived, planned)
-    record_ids(span, [r.uri for r in outcome.write_results if r.error is None])
-    return outcome
-
-
-def _archived(outcome: ArchiveOutcome) -> Completion:
-    return Completion(
-        ARCHIVE,
-        outcome.model_dump(mode="json"),
-        CommitPhase.ARCHIVED,
-        timings={"archive_ms": outcome.duration_ms},
-        durable=False,  # recomputed by the next step when a crash of PostgreSQL loses it
-    )
-
-
-def _extracted(name: str, result: ExtractionResult) -> Completion:
-    """An extractor's output; the last of the four to report moves the commit on to
-    `extracted`, in the same statement that stores its output."""
-    rep = result.report
-    return Completion(
-        EXTRACT_PREFIX + name,
-        result.model_dump(mode="json"),
-        CommitPhase.ARCHIVED,
-        extractors={name: ExtractorProgress.of(rep).model_dump(mode="json")},
-        timings={f"extract_{name}_ms": rep.duration_ms},
-        extracted_when=len(EXTRACTOR_NAMES),
-        durable=False,  # recomputed by the plan when a crash of PostgreSQL loses it
-    )
-
-
-async def _archive(
-    c: CommitComponents, ledger: LedgerPort, commit_id: str, req: CommitRequest
-) -> ArchiveOutcome:
-    outcome = await _run(ledger, commit_id, "archive", archive_phase(c, req))
-    return ArchiveOutcome.model_validate(store(ledger, commit_id, _archived(outcome)))
-
-
-async def _extract(
-    c: CommitComponents,
-    ledger: LedgerPort,
-    commit_id: str,
-    name: str,
-    req: CommitRequest,
-    archived: SessionArchive,
-) -> ExtractionResult:
-    work = extract_phase(c, name, req, archived)
-    result = await _run(ledger, commit_id, "extract", work, **{EXTRACTOR: name})
-    return ExtractionResult.model_validate(store(ledger, commit_id, _extracted(name, result)))
-
-
-async def _extract_missing(
-    c: CommitComponents,
-    ledger: LedgerPort,
-    commit_id: str,
-    req: CommitRequest,
-    outs: PhaseOutputs,
-    phase: str,
-    pending: list[Completion] | None = None,
-) -> PhaseOutputs:
-    """Run, concurrently in this process, the extractors whose output is not stored yet (all
-    of them on the inline canvas; on the chord's, those with nothing to ask the LLM), then
-    store their outputs — and `pending`, the archive's when it ran in this step too — in one
-    transaction: one round trip and one flush to disk instead of one per output. Returns
-    `outs` with the outputs stored."""
-    missing = [n for n in EXTRACTOR_NAMES if n not in outs.extracted]
-    done = list(pending or [])
-    if missing:
-        archived = _need(outs.archive, ARCHIVE, phase).archive
-        results = await asyncio.gather(
-            *(
-                _run(
-                    ledger,
-                    commit_id,
-                    "extract",
-                    extract_phase(c, n, req, archived),
-                    **{EXTRACTOR: n},
-                )
-                for n in missing
-            )
-        )
-        done += [_extracted(n, r) for n, r in zip(missing, results, strict=True)]
-    stored = ledger.complete_all(commit_id, done)
-    return outs.merged({d.key: out for d, out in zip(done, stored, strict=True)})
-
-
-async def _plan(
-    c: CommitComponents,
-    ledger: LedgerPort,
-    commit_id: str,
-    req: CommitRequest,
-    outs: PhaseOutputs,
-) -> PlanOutcome:
-    archived = _need(outs.archive, ARCHIVE, "plan").archive
-    results = outs.extraction_results()
-    outcome = await _run(ledger, commit_id, "plan", plan_phase(c, req, archived, results))
-    stored = ledger.complete(
-        commit_id,
-        PLAN,
-        outcome.model_dump(mode="json"),
-        CommitPhase.PLANNED,
-        timings={"plan_ms": outcome.duration_ms},
-    )
-    return PlanOutcome.model_validate(stored)
-
 
 @transient_as_retry("archive")
 async def archive(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
 ) -> ArchiveOutcome:
-    req, _, outs = _state(c, ledger, commit_id, [ARCHIVE], delivery, phase="archive", done=ARCHIVE)
+    keys = [ARCHIVE]
+    req, _, outs = read_state(c, ledger, commit_id, keys, delivery, phase="archive", done=ARCHIVE)
     if outs.archive is not None:
         return outs.archive
-    return await _archive(c, ledger, commit_id, req)
+    return await run_archive(c, ledger, commit_id, req)
 
 
 @transient_as_retry("extract")
@@ -310,12 +79,13 @@ async def extract(
     delivery: Delivery | None = None,
 ) -> ExtractionResult:
     key = EXTRACT_PREFIX + name
-    req, _, outs = _state(c, ledger, commit_id, [key, ARCHIVE], delivery, phase="extract", done=key)
+    keys = [key, ARCHIVE]
+    req, _, outs = read_state(c, ledger, commit_id, keys, delivery, phase="extract", done=key)
     if name in outs.extracted:  # redelivered: the first stored output stands
         return outs.extracted[name]
     # missing only when a crash of PostgreSQL lost it (not flushed yet): run it again
-    archived = outs.archive or await _archive(c, ledger, commit_id, req)
-    return await _extract(c, ledger, commit_id, name, req, archived.archive)
+    archived = outs.archive or await run_archive(c, ledger, commit_id, req)
+    return await run_extract(c, ledger, commit_id, name, req, archived.archive)
 
 
 @transient_as_retry("plan")
@@ -331,16 +101,17 @@ async def plan(
     the plan, or after the extractors, or redoes the archive (which finds its files already
     written) and the extractors."""
     keys = [PLAN, ARCHIVE, *EXTRACT_KEYS]
-    req, _, outs = _state(c, ledger, commit_id, keys, delivery, phase="plan", done=PLAN)
+    req, _, outs = read_state(c, ledger, commit_id, keys, delivery, phase="plan", done=PLAN)
     if outs.plan is not None:
         return outs.plan
     pending: list[Completion] = []
     if outs.archive is None:  # stored with the extractors' outputs: a rerun redoes both
-        archived = _archived(await _run(ledger, commit_id, "archive", archive_phase(c, req)))
+        outcome = await run_phase(ledger, commit_id, "archive", archive_phase(c, req))
+        archived = archived_completion(outcome)
         outs = outs.merged({ARCHIVE: archived.payload})
         pending.append(archived)
-    outs = await _extract_missing(c, ledger, commit_id, req, outs, "extract", pending)
-    return await _plan(c, ledger, commit_id, req, outs)
+    outs = await extract_missing(c, ledger, commit_id, req, outs, "extract", pending)
+    return await run_plan(c, ledger, commit_id, req, outs)
 
 
 prepare = plan  # the first task of the fused canvas: archive, extractors and plan in one
@@ -351,15 +122,16 @@ async def write(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
 ) -> WriteOutcome:
     keys = [WRITE, ARCHIVE, PLAN]
-    req, _, outs = _state(c, ledger, commit_id, keys, delivery, phase="write", done=WRITE)
+    req, _, outs = read_state(c, ledger, commit_id, keys, delivery, phase="write", done=WRITE)
     if outs.write is not None:
         return outs.write
-    archived = _need(outs.archive, ARCHIVE, "write").archive
-    planned = _need(outs.plan, PLAN, "write")
+    archived = need(outs.archive, ARCHIVE, "write").archive
+    planned = need(outs.plan, PLAN, "write")
     if req.options.dry_run or c.settings.commit.dry_run:
         outcome = WriteOutcome()
     else:
-        outcome = await _run(ledger, commit_id, "write", _write(c, req, archived, planned))
+        work = traced_write(c, req, archived, planned)
+        outcome = await run_phase(ledger, commit_id, "write", work)
     stored = ledger.complete(
         commit_id,
         WRITE,
@@ -375,15 +147,15 @@ async def register(
     c: CommitComponents, ledger: LedgerPort, commit_id: str, delivery: Delivery | None = None
 ) -> CommitResult:
     keys = [RESULT, ARCHIVE, PLAN, WRITE, *EXTRACT_KEYS]
-    req, created_at, outs = _state(
+    req, created_at, outs = read_state(
         c, ledger, commit_id, keys, delivery, phase="register", done=RESULT
     )
     if outs.result is not None:
         return outs.result
     started = time.perf_counter()
-    archived = _need(outs.archive, ARCHIVE, "register")
-    planned = _need(outs.plan, PLAN, "register")
-    written = _need(outs.write, WRITE, "register")
+    archived = need(outs.archive, ARCHIVE, "register")
+    planned = need(outs.plan, PLAN, "register")
+    written = need(outs.write, WRITE, "register")
     usage = usage_by_phase(archived, outs.extraction_results(), planned, written)
     elapsed = int((time.time() - created_at.timestamp()) * 1000)
     with phase_span("register", commit_id):
@@ -456,3 +228,34 @@ def resume_point(phase: str) -> str | None:
         CommitPhase.PLANNED.value: "write",
         CommitPhase.WRITTEN.value: "register",
     }.get(phase)
+
+
+__all__ = [
+    "MAX_DELIVERIES",
+    "CommitAlreadyFailedError",
+    "CommitIdConflictError",
+    "CommitPhase",
+    "Delivery",
+    "TransientStepError",
+    "archive",
+    "archive_step",
+    "blocking",
+    "extract",
+    "extract_step",
+    "finish",
+    "finish_step",
+    "is_transient",
+    "plan",
+    "plan_step",
+    "prepare",
+    "prepare_step",
+    "register",
+    "register_step",
+    "resume_point",
+    "run",
+    "run_step",
+    "submit",
+    "transient_as_retry",
+    "write",
+    "write_step",
+]

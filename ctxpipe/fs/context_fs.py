@@ -9,80 +9,49 @@ Writes are versioned (optimistic ``expected_version``), serialised per node (``{
 and atomic (see `ctxpipe.fs.atomic`). A write that changes nothing is a no-op, so re-running a
 commit leaves every byte as it was. Every method takes an optional `RequestContext`; when given,
 the URI must belong to its account.
+
+`ContextFS` resolves URIs, takes the node locks and delegates what runs under them to the modules
+beside it: `fs.versioned_write` (a node's versioned write), `fs.node_restore` (a node's files
+byte for byte, for export and import), `fs.node_removal` (tombstones, deletion), `fs.node_io`
+(reading a node's files) and `fs.listing` (walks and globs).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import secrets
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic_core import to_jsonable_python
-
-from ctxpipe.core.errors import (
-    InvalidURIError,
-    NodeNotFoundError,
-    StorageError,
-    TenancyError,
-    VersionConflictError,
-)
-from ctxpipe.core.models import ContextNode, NodeStat, NodeSummary, content_hash, utcnow
+from ctxpipe.core.errors import InvalidURIError, NodeNotFoundError, StorageError, TenancyError
+from ctxpipe.core.models import ContextNode, NodeStat, NodeSummary
 from ctxpipe.core.session import RequestContext
 from ctxpipe.core.uri import SCOPES, CtxURI, node_uri, parse_uri
-from ctxpipe.fs import listing
-from ctxpipe.fs.atomic import (
-    ABSTRACT_FILE,
-    CONTENT_FILE,
-    META_FILE,
-    NODE_FILES,
-    OVERVIEW_FILE,
-    TOMBSTONE_PREFIX,
-    atomic_write_file,
-    commit_files,
-    fsync_dir,
-    recover,
-)
-from ctxpipe.fs.history import (
-    HISTORY_FILE,
-    HistoryEntry,
-    NodeChange,
-    closed_history,
-    next_history,
-    read_history,
-    tombstone_path,
-)
+from ctxpipe.fs import listing, node_restore
+from ctxpipe.fs.atomic import ABSTRACT_FILE, CONTENT_FILE, NODE_FILES, OVERVIEW_FILE, recover
+from ctxpipe.fs.history import HistoryEntry, NodeChange, read_history, tombstone_path
 from ctxpipe.fs.locks import NodeLocks
 from ctxpipe.fs.node_io import (
     NodeMeta,
     check_level,
-    encode_files,
     is_node_dir,
     load_node,
     owner_space_of,
     read_text,
-    same_content,
     stat_dir,
     summarize_dir,
 )
+from ctxpipe.fs.node_removal import bury, remove_dir
+from ctxpipe.fs.node_restore import RESTORE_FILES, RestoreOutcome
+from ctxpipe.fs.versioned_write import NodeBuild, write_versioned
 
 if TYPE_CHECKING:  # only a type here: importing the settings loads pydantic-settings
     from ctxpipe.core.config import Settings
 
 UriLike = str | CtxURI
 RESERVED_NAMES = frozenset({CONTENT_FILE})
-RESTORE_FILES = (*NODE_FILES, HISTORY_FILE)  # what an export carries of a node
-RestoreOutcome = Literal["written", "unchanged", "conflict"]
-
-
-def _read_bytes(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
 
 
 class ContextFS:
@@ -228,10 +197,11 @@ class ContextFS:
         self,
         uri: UriLike,
         ctx: RequestContext | None,
-        build: Callable[[ContextNode | None, str], ContextNode],
+        build: NodeBuild,
         expected_version: int | None,
         change: NodeChange | None = None,
     ) -> ContextNode:
+        """Write the node `build` makes under the node's exclusive lock (`write_versioned`)."""
         u = self.parse(uri, ctx)
         path = self._node_dir(u)
         nid = node_uri(u)
@@ -249,51 +219,8 @@ class ContextFS:
                     if attempt == 2:
                         raise
                     continue  # the directory was deleted while we waited: create it again
-                return self._mutate_locked(path, u, nid, build, expected_version, change)
+                return write_versioned(path, u, nid, build, expected_version, change)
         raise AssertionError("unreachable")
-
-    def _mutate_locked(
-        self,
-        path: Path,
-        u: CtxURI,
-        nid: str,
-        build: Callable[[ContextNode | None, str], ContextNode],
-        expected_version: int | None,
-        change: NodeChange | None = None,
-    ) -> ContextNode:
-        recover(path)
-        current = load_node(path, u)
-        wanted = build(current, nid)
-        wanted = wanted.model_copy(update={"metadata": to_jsonable_python(wanted.metadata)})
-        if current is not None and same_content(current, wanted):
-            return current  # idempotent: nothing changes, not even updated_at
-        actual = current.version if current is not None else 0
-        if expected_version is not None and expected_version != actual:
-            raise VersionConflictError(nid, expected_version, actual)
-        now = utcnow()
-        meta = NodeMeta(
-            uri=nid,
-            category=wanted.category,
-            context_type=wanted.context_type,
-            owner_space=owner_space_of(u),
-            version=actual + 1,
-            created_at=current.created_at if current is not None else now,
-            updated_at=now,
-            content_hash=content_hash(wanted.abstract, wanted.overview, wanted.content),
-            source_refs=list(wanted.source_refs),
-            metadata=wanted.metadata,
-        )
-        files = encode_files(wanted, meta)
-        files[HISTORY_FILE] = next_history(path, nid, meta, current, wanted, change)
-        new_dir = current is None
-        commit_files(path, meta.version, files)
-        if new_dir:
-            with contextlib.suppress(OSError):
-                fsync_dir(path.parent)
-        stored = load_node(path, u)
-        if stored is None:  # pragma: no cover - the commit just wrote it
-            raise StorageError(f"{nid} vanished right after being written")
-        return stored
 
     def write_node(
         self,
@@ -318,15 +245,14 @@ class ContextFS:
         """Several files of an existing node (`NODE_FILES`, ``.history.jsonl``) read under one
         shared lock, so they belong to one version (None for a file the node lacks)."""
         wanted = list(names)
-        if unknown := [n for n in wanted if n not in RESTORE_FILES]:
-            raise ValueError(f"{unknown[0]!r} is not a node file")
+        node_restore.check_names(wanted)
         u = self.parse(uri, ctx)
         path = self._node_dir(u)
 
         def read() -> dict[str, bytes | None]:
             if not self.is_node_dir(path):
                 raise NodeNotFoundError(node_uri(u))
-            return {name: _read_bytes(path / name) for name in wanted}
+            return node_restore.read_files(path, wanted)
 
         return self._locks.read(path, read)
 
@@ -345,10 +271,7 @@ class ContextFS:
         one the node has not). ``unchanged`` when the node already holds those bytes (nothing
         is touched); ``conflict`` when it holds other ones and not `replace` (nothing is
         written); else ``written``. The caller serialises writers (owner lock)."""
-        if unknown := [n for n in files if n not in RESTORE_FILES]:
-            raise ValueError(f"{unknown[0]!r} is not a node file")
-        if META_FILE not in files:
-            raise ValueError(f"a restored node needs its {META_FILE}")
+        node_restore.check_restore(files)
         u = self.parse(uri, ctx)
         path = self._node_dir(u)
         if path.is_file() or path.is_symlink():
@@ -356,19 +279,7 @@ class ContextFS:
         path.mkdir(parents=True, exist_ok=True)
         with self._locks.hold(path, exclusive=True):
             recover(path)
-            current = {name: _read_bytes(path / name) for name in RESTORE_FILES}
-            if current == {name: files.get(name) for name in RESTORE_FILES}:
-                return "unchanged"
-            if current[META_FILE] is not None and not replace:
-                return "conflict"
-            commit_files(path, version, files)
-            for name in RESTORE_FILES:
-                if name not in files and current[name] is not None:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(path / name)
-            with contextlib.suppress(OSError):
-                fsync_dir(path.parent)
-        return "written"
+            return node_restore.restore_locked(path, version, files, replace=replace)
 
     def history(self, uri: UriLike, ctx: RequestContext | None = None) -> list[HistoryEntry]:
         """Every recorded change of a node, oldest first; of a removed node, its tombstone
@@ -389,9 +300,7 @@ class ContextFS:
             current = load_node(path, u)
             if current is None:
                 raise NodeNotFoundError(node_uri(u))
-            grave = tombstone_path(path)
-            grave.parent.mkdir(exist_ok=True)
-            atomic_write_file(grave, closed_history(path, node_uri(u), current, change))
+            bury(path, node_uri(u), current, change)
         self.delete(u, recursive=False, ctx=ctx)
 
     def write_level(
@@ -437,23 +346,8 @@ class ContextFS:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
             return
-        if not path.is_dir():
-            return
-        tomb = path.parent / f"{TOMBSTONE_PREFIX}{path.name}-{secrets.token_hex(6)}"
-        try:
-            with self._locks.hold(path, exclusive=True):
-                recover(path)
-                if not recursive and listing.has_children(path):
-                    raise StorageError(
-                        f"{node_uri(u)} has children; delete them first or use recursive=True"
-                    )
-                os.rename(path, tomb)
-                fsync_dir(path.parent)
-        except FileNotFoundError:
-            if path.exists():
-                raise
-            return  # deleted concurrently
-        listing.remove_tree(tomb)
+        if path.is_dir():
+            remove_dir(self._locks, path, node_uri(u), recursive=recursive)
 
     # ------------------------------------------------------------------ listing
     def list_children(

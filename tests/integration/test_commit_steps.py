@@ -1,6 +1,6 @@
 """The ledgered steps on the Celery workers' own adapters: the PostgreSQL ledger and the
 PostgreSQL outbox. The ledger's rules and the steps on it, the same on both ledgers, are
-test_ledger_conformance.py; here, what the SQL outbox adds."""
+tests/integration/ledger/; here, what the SQL outbox adds."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What commits cost (LLM calls and tokens, per phase and in aggregate) and back-pressure at
 submit, as status, the dispatcher, the Celery task, the API, the metrics and the CLI show them,
 on the real PostgreSQL ledger and Redis broker. The ledger's own sums and refusals, the same
-on both ledgers, are test_ledger_conformance.py."""
+on both ledgers, are tests/integration/ledger/."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def run_steps(rt: Runtime, ledger: CommitLedger, req: CommitRequest) -> None:
 
 
 def test_status_reports_the_ledgers_cost_and_backlog(make_settings, clean_db):
-    """The sums themselves are test_ledger_conformance.py; status shows the ledger's."""
+    """The sums themselves are tests/integration/ledger/; status shows the ledger's."""
     settings = make_settings(redis=False)
     rt = Runtime(settings)
     ledger = CommitLedger(rt.db)

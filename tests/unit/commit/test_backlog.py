@@ -1,5 +1,5 @@
 """Back-pressure at submit: the cap decision and the retry-after. The refusal on each ledger is
-tests/integration/test_ledger_conformance.py; through the dispatcher, the Celery task, the API
+tests/integration/ledger/; through the dispatcher, the Celery task, the API
 and the CLI, tests/integration/test_cost_and_backpressure.py."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The typed phase outputs: the ledger's JSON by key parsed into each phase's model.
 
 The JSON that the steps stored before their outputs were models, round-tripped through both
-ledgers and run to the end of a commit, is in tests/integration/test_ledger_conformance.py."""
+ledgers and run to the end of a commit, is in tests/integration/ledger/."""
 
 from __future__ import annotations
 

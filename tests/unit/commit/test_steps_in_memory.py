@@ -1,6 +1,6 @@
 """The in-process path: `CommitCoordinator` runs the ledgered steps Celery runs, on the
 in-memory ledger. The ledger's rules and the steps on it, the same on both ledgers, are
-tests/integration/test_ledger_conformance.py (its in-memory half needs no server)."""
+tests/integration/ledger/ (its in-memory half needs no server)."""
 
 from __future__ import annotations
 

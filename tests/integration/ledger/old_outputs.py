@@ -2,7 +2,7 @@
 
 The same JSON as today's models dump (their field names are its keys): a commit in flight
 across an upgrade has these in the ledger, and the steps must read them back unchanged
-(`test_ledger_conformance.py`).
+(`test_ledger_old_outputs.py`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,58 @@
+"""The ledger suite's fixtures: `ledger`, each implementation in turn (every test that takes it
+runs once on the in-memory ledger and once on PostgreSQL; `-k memory` needs no server), and
+`make_components`, commit components without a database (the FS, the rules LLM, an outbox in a
+dict), so the ledger is the only thing that differs between the two runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from ledger_world import Ledger, MakeComponents
+
+from ctxpipe.commit.components import CommitComponents
+from ctxpipe.commit.memory_ledger import InMemoryLedger
+from ctxpipe.core.config import Settings
+from ctxpipe.core.models import OutboxEvent
+from ctxpipe.providers.rules import RulesLLM
+from ctxpipe.runtime import Runtime
+from ctxpipe.storage.commit_ledger import CommitLedger
+
+
+@pytest.fixture(params=["memory", "postgresql"])
+def ledger(request: pytest.FixtureRequest) -> Iterator[Ledger]:
+    """Each implementation of the ledger, empty (the PostgreSQL one on the suite's migrated
+    test database, its tables truncated)."""
+    if request.param == "memory":
+        yield InMemoryLedger()
+    else:
+        request.getfixturevalue("clean_db")
+        yield CommitLedger(request.getfixturevalue("database"))
+
+
+class DictOutbox:
+    """Registered events by id; a repeated event id is ignored, as by the outbox table."""
+
+    def __init__(self) -> None:
+        self.events: dict[str, OutboxEvent] = {}
+
+    def append_batch(self, events: list[OutboxEvent]) -> list[OutboxEvent]:
+        new = [e for e in events if e.event_id not in self.events]
+        self.events.update((e.event_id, e) for e in new)
+        return new
+
+
+@pytest.fixture
+def make_components(make_settings: Callable[..., Settings]) -> MakeComponents:
+    """Commit components on their own FS, without a database: `make(llm=None)`."""
+    count = iter(range(100))
+
+    def make(llm: Any = None) -> CommitComponents:
+        settings = make_settings(db=False, redis=False)
+        settings = settings.model_copy(update={"fs_root": settings.fs_root / str(next(count))})
+        comp = Runtime(settings, llm=llm or RulesLLM(), use_database=False).components()
+        comp.outbox = DictOutbox()  # type: ignore[assignment]
+        return comp
+
+    return make

@@ -25,6 +25,7 @@ from ctxpipe.core.errors import (
     InvalidURIError,
     LockTimeoutError,
     NodeNotFoundError,
+    Picklable,
     StorageError,
     TenancyError,
     UnavailableError,
@@ -67,7 +68,7 @@ def documented_errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {s: {"model": ErrorResponse} for s in statuses}
 
 
-class ApiError(Exception):
+class ApiError(Picklable):
     """An error the API raises itself (auth, scopes, tenancy at the boundary, limits)."""
 
     def __init__(

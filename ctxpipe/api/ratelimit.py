@@ -15,10 +15,12 @@ from limits import RateLimitItem, parse
 from limits.storage import MemoryStorage, RedisStorage, Storage
 from limits.strategies import SlidingWindowCounterRateLimiter
 
+from ctxpipe.core.errors import Picklable
+
 log = logging.getLogger("ctxpipe.api")
 
 
-class RateLimited(Exception):
+class RateLimited(Picklable):
     def __init__(self, limit: str, retry_after_s: int) -> None:
         super().__init__(f"rate limit {limit} exceeded; retry in {retry_after_s}s")
         self.limit = limit

@@ -8,10 +8,11 @@ from typing import Any
 import httpx
 
 from ctxpipe.client.models import CommitStatus
+from ctxpipe.core.errors import Picklable
 from ctxpipe.core.session import Message
 
 
-class CtxApiError(Exception):
+class CtxApiError(Picklable):
     """An error answered by the API (its JSON error shape), or no answer at all (status 0)."""
 
     def __init__(

@@ -17,12 +17,15 @@ from ctxpipe.core.errors import (
     LLMError,
     LLMThrottledError,
     LockTimeoutError,
+    Picklable,
     StorageError,
 )
 
 
-class TransientStepError(Exception):
-    """A failure worth retrying (timeouts, connection loss, lock contention)."""
+class TransientStepError(Picklable):
+    """A failure worth retrying (timeouts, connection loss, lock contention). It pickles (a
+    Celery worker pickles a retry's reason) with its message, which holds the cause's text: the
+    cause itself, which may not pickle, stays its `__cause__`."""
 
     def __init__(self, phase: str, cause: BaseException) -> None:
         self.phase = phase

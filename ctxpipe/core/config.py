@@ -9,6 +9,7 @@ module reads the environment on its own.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -214,6 +215,11 @@ class Settings(BaseSettings):
     """most tokens (prompt + completion) per minute of the OpenAI-compatible server, counted
     like `llm_requests_per_minute` (a call reserves its prompt's estimate and is charged the
     reply's usage); unset: no limit"""
+    llm_rate_window_s: float = Field(60.0, ge=1.0)
+    """the window (seconds) the LLM request and token limits are counted over; the per-minute
+    limits are scaled to it, rounded down (600 requests per minute over 10 s: at most 100 in
+    any 10 s), and each must stay at least 1. Shorter: a minute's requests are spread out
+    rather than sent in one burst"""
     llm_max_concurrency: int | None = Field(None, ge=1)
     """most LLM requests in flight at once across every worker; unset: no cap"""
     llm_max_wait_s: float = Field(30.0, ge=0.0, le=600.0)
@@ -315,6 +321,19 @@ class Settings(BaseSettings):
     flower_password: SecretStr = SecretStr("ctxpipe")
     """Flower basic-auth password (secret)"""
 
+    @model_validator(mode="after")
+    def _llm_limits_per_window(self) -> Settings:
+        """A per-minute LLM limit scaled to the window must allow at least one request/token."""
+        for name in ("llm_requests_per_minute", "llm_tokens_per_minute"):
+            per_minute = getattr(self, name)
+            if per_minute is not None and not per_window(per_minute, self.llm_rate_window_s):
+                raise ValueError(
+                    f"CTXPIPE_{name.upper()}={per_minute} scaled to a window of "
+                    f"CTXPIPE_LLM_RATE_WINDOW_S={self.llm_rate_window_s:g} s allows less than "
+                    "1: lengthen the window or raise the limit"
+                )
+        return self
+
     @model_validator(mode="before")
     @classmethod
     def _retrieval_preset(cls, data: Any) -> Any:
@@ -328,3 +347,9 @@ class Settings(BaseSettings):
         if name not in ("default", "fast", "thorough"):  # the field's own check reports it
             return data
         return {**data, "retrieval": preset_values(name, given)}
+
+
+def per_window(per_minute: int, window_s: float) -> int:
+    """A per-minute limit scaled to a window of `window_s` seconds, rounded down: the same
+    rate, or a little less."""
+    return math.floor(per_minute * window_s / 60.0 + 1e-9)

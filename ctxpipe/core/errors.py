@@ -5,7 +5,29 @@ from __future__ import annotations
 from typing import Any
 
 
-class CtxError(Exception):
+def rebuilt(
+    cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]
+) -> BaseException:
+    """An error as it was pickled: its `args` (its message) and attributes set back, its
+    `__init__` not run again (the unpickling half of `Picklable`)."""
+    err = cls.__new__(cls, *args)
+    err.args = args
+    err.__dict__.update(state)
+    return err
+
+
+class Picklable(Exception):
+    """Pickles an error whose `__init__` takes other arguments than the message it passes on.
+    The default pickling calls `type(err)(*err.args)`, which fails (or wraps the message
+    twice) for such an error; a Celery worker pickles what a task raises (a retry's reason, a
+    final failure) and puts a stand-in of another type in place of one that does not come
+    back. Its attributes must pickle (keep a cause as its text)."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (rebuilt, (type(self), self.args, dict(vars(self))))
+
+
+class CtxError(Picklable):
     """Base class of every ctxpipe error."""
 
 

@@ -24,7 +24,7 @@ from typing import Protocol
 from pydantic import BaseModel, Field
 
 from ctxpipe.core.enums import OutboxEventType
-from ctxpipe.core.errors import TenancyError
+from ctxpipe.core.errors import Picklable, TenancyError
 from ctxpipe.core.models import OutboxEvent, stable_id
 from ctxpipe.core.session import RequestContext
 from ctxpipe.core.uri import CtxURI
@@ -53,7 +53,7 @@ class OutboxSink(Protocol):
     def append_batch(self, events: list[OutboxEvent]) -> list[OutboxEvent]: ...
 
 
-class ImportFileError(ValueError):
+class ImportFileError(Picklable, ValueError):
     """The source has bad records; nothing was written."""
 
     def __init__(self, errors: list[RecordError], total: int) -> None:

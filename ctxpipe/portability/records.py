@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from ctxpipe.core.enums import ContextType
+from ctxpipe.core.errors import Picklable
 from ctxpipe.core.models import content_hash
 from ctxpipe.core.uri import CtxURI, node_uri
 from ctxpipe.fs.atomic import ABSTRACT_FILE, CONTENT_FILE, META_FILE, OVERVIEW_FILE, RELATIONS_FILE
@@ -29,7 +30,7 @@ FORMAT_VERSION = 1
 version it does not know (a newer export needs a newer ctxpipe)."""
 
 
-class RecordError(ValueError):
+class RecordError(Picklable, ValueError):
     """A line of an import file that cannot be imported (nothing is written for the file)."""
 
     def __init__(self, line: int, message: str) -> None:

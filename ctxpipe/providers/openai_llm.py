@@ -39,7 +39,7 @@ from tenacity import (
 )
 
 from ctxpipe.core.config import Settings
-from ctxpipe.core.errors import LLMError, LLMThrottledError
+from ctxpipe.core.errors import LLMError, LLMThrottledError, Picklable
 from ctxpipe.core.session import RequestContext
 from ctxpipe.providers.base import LLMUsage, run_sync
 from ctxpipe.providers.llm_limits import (
@@ -70,7 +70,7 @@ SYSTEM_PROMPT = "You are a precise assistant. Reply with JSON only: one JSON obj
 _BODY_SNIPPET = 300
 
 
-class _RetryableError(Exception):
+class _RetryableError(Picklable):
     """One failed attempt that is worth retrying. `transient`: infrastructure, not output."""
 
     def __init__(self, message: str, *, transient: bool) -> None:

@@ -9,21 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 from celery_stack import SAMPLE_SESSION, ctxpipe, start_worker, wait_commit, write_session
 
 from ctxpipe.index.fs_scan import scan_fs
 from ctxpipe.runtime import Runtime
 
 SESSION = {**SAMPLE_SESSION, "session_id": "s-ix", "commit_id": "e2e-index-1"}
-
-
-@pytest.fixture
-def stack_settings(make_settings, clean_db, clean_redis):  # type: ignore[no-untyped-def]
-    s = make_settings()
-    s.fs_root.mkdir(parents=True, exist_ok=True)
-    s.var_dir.mkdir(parents=True, exist_ok=True)
-    return s
 
 
 def replica(settings: Any) -> tuple[dict[str, int], dict[str, int]]:

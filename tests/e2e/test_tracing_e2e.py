@@ -15,22 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-from celery_stack import ROOT, SAMPLE_SESSION, ctxpipe, settings_env, start_worker
+from api_stack import make_key
+from celery_stack import ROOT, SAMPLE_SESSION, settings_env, start_worker
 
 from ctxpipe.client import CtxClient
 from ctxpipe.storage.netutil import free_port
 
 COMMIT_ID = "e2e-trace-1"
 PHASES = {"commit.archive", "commit.extract", "commit.plan", "commit.write", "commit.register"}
-
-
-@pytest.fixture
-def stack_settings(make_settings, clean_db, clean_redis):  # type: ignore[no-untyped-def]
-    s = make_settings()
-    s.fs_root.mkdir(parents=True, exist_ok=True)
-    s.var_dir.mkdir(parents=True, exist_ok=True)
-    return s
 
 
 def spans_in(text: str) -> list[dict[str, Any]]:
@@ -42,14 +34,6 @@ def spans_in(text: str) -> list[dict[str, Any]]:
             if "context" in span:
                 out.append(span)
     return out
-
-
-def make_key(settings: Any) -> str:
-    proc = ctxpipe(
-        settings, "keys", "create", "-a", "acme", "-u", "alice", "--scopes", "read,commit", "--json"
-    )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)["key"]  # type: ignore[no-any-return]
 
 
 def serve(settings: Any, port: int, log: Path) -> subprocess.Popen[bytes]:
@@ -76,7 +60,7 @@ def test_one_commit_is_one_trace_across_processes(  # type: ignore[no-untyped-de
     stack_settings, tmp_path: Path, monkeypatch
 ):
     s = stack_settings
-    key = make_key(s)
+    key = make_key(s, "-a", "acme", "-u", "alice", "--scopes", "read,commit")
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")  # the processes started from here on
     monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
     api_log = tmp_path / "api.log"

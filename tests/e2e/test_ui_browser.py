@@ -6,18 +6,14 @@ free of errors. Screenshots are kept in `test-artefacts/ui/` (ignored by git).""
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from celery_stack import ROOT, SAMPLE_SESSION, ctxpipe, settings_env, start_worker
+from api_stack import ApiStack
+from celery_stack import ROOT, SAMPLE_SESSION
 from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.chrome.service import Service
@@ -26,26 +22,11 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from ctxpipe.client import CtxClient
-from ctxpipe.storage.netutil import free_port
 
 ARTEFACTS = ROOT / "test-artefacts" / "ui"
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 QUESTION = "Where does the user live?"
-
-
-@pytest.fixture
-def stack_settings(make_settings, clean_db, clean_redis):  # type: ignore[no-untyped-def]
-    s = make_settings()
-    s.fs_root.mkdir(parents=True, exist_ok=True)
-    s.var_dir.mkdir(parents=True, exist_ok=True)
-    return s
-
-
-def make_key(settings, *args: str) -> str:  # type: ignore[no-untyped-def]
-    proc = ctxpipe(settings, "keys", "create", *args, "--json")
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)["key"]  # type: ignore[no-any-return]
 
 
 @pytest.fixture
@@ -104,105 +85,64 @@ def sign_in(driver: webdriver.Chrome, url: str, key: str, user: str = "") -> Non
     assert key not in cookie["value"]
 
 
-def wait_ready(url: str, api: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        assert api.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, log.read_text()
-        time.sleep(0.2)
-
-
-def test_sign_in_browse_find_and_open_a_commit_in_chromium(  # type: ignore[no-untyped-def]
-    stack_settings, browser: webdriver.Chrome, tmp_path: Path
+def test_sign_in_browse_find_and_open_a_commit_in_chromium(
+    api_stack: ApiStack, browser: webdriver.Chrome
 ) -> None:
-    s = stack_settings
-    port = free_port()
-    alice = make_key(s, "--account", "acme", "--user", "alice", "--scopes", "read,commit")
-    stranger = make_key(s, "--account", "globex", "--user", "alice", "--scopes", "read,commit")
-    log = open(tmp_path / "api.log", "wb")  # noqa: SIM115 - closed below
-    api = subprocess.Popen(
-        [sys.executable, "-m", "ctxpipe", "serve", "--port", str(port)],
-        cwd=ROOT,
-        env=settings_env(s),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    workers = []
-    try:
-        workers.append(start_worker(s, "commit,maintenance", 2, tmp_path))
-        workers.append(start_worker(s, "extract", 2, tmp_path))
-        workers.append(start_worker(s, "embed", 1, tmp_path, pool="solo"))
-        url = f"http://127.0.0.1:{port}"
-        wait_ready(url, api, tmp_path / "api.log")
-        with CtxClient(url, alice, agent_id="helper") as client:
-            cid = client.commit(SAMPLE_SESSION["messages"], session_id="s-ui", commit_id="e2e-ui-1")
-            assert client.wait(cid, timeout=120).status == "success"
-            deadline = time.monotonic() + 60
-            while not any("Lisbon" in h.text for h in client.find(QUESTION, 5).hits):
-                assert time.monotonic() < deadline, "the memory was not indexed"
-                time.sleep(0.5)
+    url = api_stack.url
+    alice = api_stack.key("--account", "acme", "--user", "alice", "--scopes", "read,commit")
+    stranger = api_stack.key("--account", "globex", "--user", "alice", "--scopes", "read,commit")
+    with CtxClient(url, alice, agent_id="helper") as client:
+        cid = client.commit(SAMPLE_SESSION["messages"], session_id="s-ui", commit_id="e2e-ui-1")
+        assert client.wait(cid, timeout=120).status == "success"
+        deadline = time.monotonic() + 60
+        while not any("Lisbon" in h.text for h in client.find(QUESTION, 5).hits):
+            assert time.monotonic() < deadline, "the memory was not indexed"
+            time.sleep(0.5)
 
-        driver = browser
-        sign_in(driver, url, alice)
-        shot(driver, "1-tree")
-        # browse: the tree → the profile node, with its levels and history
-        profile = driver.find_element(By.PARTIAL_LINK_TEXT, "profile")
-        profile.click()
-        arrived(driver, "/ui/node?uri=", exact=False)
-        assert "Lisbon" in driver.find_element(By.ID, "level-l2").text
-        assert "e2e-ui-1" in driver.find_element(By.ID, "history").text
-        shot(driver, "2-node")
-        # find
-        driver.find_element(By.ID, "nav-find").click()
-        driver.find_element(By.ID, "q").send_keys(QUESTION)
-        driver.find_element(By.ID, "run-find").click()
-        hits = driver.find_element(By.ID, "hits").text
-        assert "Lisbon" in hits
-        with CtxClient(url, alice) as same:  # the page shows what the API answers
-            for hit in same.find(QUESTION, 10).hits:
-                assert hit.uri in hits and all(ref in hits for ref in hit.source_refs), hits
-        shot(driver, "3-find")
-        # commits → the commit: phases with durations, extractors
-        driver.find_element(By.ID, "nav-commits").click()
-        assert "in sync" in driver.find_element(By.ID, "health").text
-        driver.find_element(By.LINK_TEXT, "e2e-ui-1").click()
-        assert driver.find_element(By.ID, "commit-phase").text == "registered"
-        phases = driver.find_element(By.ID, "phases").text
-        assert "archive" in phases and "register" in phases and " ms" in phases
-        assert "profile" in driver.find_element(By.ID, "extractors").text
-        shot(driver, "4-commit")
-        assert console_errors(driver) == []
-        driver.find_element(By.ID, "sign-out").click()
-        arrived(driver, f"{url}/ui/login")
+    driver = browser
+    sign_in(driver, url, alice)
+    shot(driver, "1-tree")
+    # browse: the tree → the profile node, with its levels and history
+    profile = driver.find_element(By.PARTIAL_LINK_TEXT, "profile")
+    profile.click()
+    arrived(driver, "/ui/node?uri=", exact=False)
+    assert "Lisbon" in driver.find_element(By.ID, "level-l2").text
+    assert "e2e-ui-1" in driver.find_element(By.ID, "history").text
+    shot(driver, "2-node")
+    # find
+    driver.find_element(By.ID, "nav-find").click()
+    driver.find_element(By.ID, "q").send_keys(QUESTION)
+    driver.find_element(By.ID, "run-find").click()
+    hits = driver.find_element(By.ID, "hits").text
+    assert "Lisbon" in hits
+    with CtxClient(url, alice) as same:  # the page shows what the API answers
+        for hit in same.find(QUESTION, 10).hits:
+            assert hit.uri in hits and all(ref in hits for ref in hit.source_refs), hits
+    shot(driver, "3-find")
+    # commits → the commit: phases with durations, extractors
+    driver.find_element(By.ID, "nav-commits").click()
+    assert "in sync" in driver.find_element(By.ID, "health").text
+    driver.find_element(By.LINK_TEXT, "e2e-ui-1").click()
+    assert driver.find_element(By.ID, "commit-phase").text == "registered"
+    phases = driver.find_element(By.ID, "phases").text
+    assert "archive" in phases and "register" in phases and " ms" in phases
+    assert "profile" in driver.find_element(By.ID, "extractors").text
+    shot(driver, "4-commit")
+    assert console_errors(driver) == []
+    driver.find_element(By.ID, "sign-out").click()
+    arrived(driver, f"{url}/ui/login")
 
-        # another account's key: none of the first account's memories or commits
-        sign_in(driver, url, stranger)
-        assert "ctx://acme" not in driver.page_source and "Lisbon" not in driver.page_source
-        shot(driver, "5-other-account-tree")
-        driver.get(f"{url}/ui/find?q={QUESTION.replace(' ', '+')}")
-        assert "Lisbon" not in driver.find_element(By.ID, "hits").text
-        driver.get(f"{url}/ui/commits")
-        assert "e2e-ui-1" not in driver.page_source
-        driver.get(f"{url}/ui/commits/e2e-ui-1")
-        assert "no such commit" in driver.find_element(By.ID, "error-message").text
-        shot(driver, "6-other-account-commit")
-        # the console reports the 404 page's status itself, nothing else
-        errors = [e for e in console_errors(driver) if "404" not in e["message"]]
-        assert errors == []
-    finally:
-        for w in workers:
-            w.stop()
-        api.terminate()
-        try:
-            api.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            api.kill()
-        log.close()
-    text = (tmp_path / "api.log").read_text()
-    assert "Traceback" not in text, text
-    assert alice.split("_", 2)[2] not in text  # keys never reach the log
+    # another account's key: none of the first account's memories or commits
+    sign_in(driver, url, stranger)
+    assert "ctx://acme" not in driver.page_source and "Lisbon" not in driver.page_source
+    shot(driver, "5-other-account-tree")
+    driver.get(f"{url}/ui/find?q={QUESTION.replace(' ', '+')}")
+    assert "Lisbon" not in driver.find_element(By.ID, "hits").text
+    driver.get(f"{url}/ui/commits")
+    assert "e2e-ui-1" not in driver.page_source
+    driver.get(f"{url}/ui/commits/e2e-ui-1")
+    assert "no such commit" in driver.find_element(By.ID, "error-message").text
+    shot(driver, "6-other-account-commit")
+    # the console reports the 404 page's status itself, nothing else
+    errors = [e for e in console_errors(driver) if "404" not in e["message"]]
+    assert errors == []

@@ -3,10 +3,8 @@ limits, health and metrics."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from api_world import ApiWorld, api_world, auth
 
 SCHEMA = "rt_api"
@@ -27,15 +25,6 @@ SESSION = {
         },
     ],
 }
-
-
-@pytest.fixture(scope="module")
-def world(
-    pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ApiWorld]:
-    root: Path = tmp_path_factory.mktemp("api")
-    with api_world(pg_url, redis_url, root, SCHEMA) as w:
-        yield w
 
 
 def error_of(resp) -> dict:  # type: ignore[no-untyped-def]

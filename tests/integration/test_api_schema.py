@@ -3,13 +3,11 @@ and every response conforms to the documented schema and status codes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
-from api_world import ApiWorld, api_world
+from api_world import ApiWorld
 from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
@@ -17,16 +15,15 @@ from schemathesis.specs.openapi.checks import (
 )
 
 MAX_EXAMPLES = 8
+SCHEMA = "rt_api_schema"  # the world of the module (conftest.py)
+API_SETTINGS = {"api_rate_limit": ""}
 
 
 @pytest.fixture(scope="module")
-def world(
-    pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ApiWorld]:
-    root: Path = tmp_path_factory.mktemp("schema")
-    with api_world(pg_url, redis_url, root, "rt_api_schema", api_rate_limit="") as w:
-        w.service.runtime.embedder.encode(["warm up"])  # as `ctxpipe serve` does at start
-        yield w
+def world(world: ApiWorld) -> ApiWorld:
+    """The module's API app (conftest.py), its embedder warmed up."""
+    world.service.runtime.embedder.encode(["warm up"])  # as `ctxpipe serve` does at start
+    return world
 
 
 def test_every_operation_conforms_to_the_openapi_document(world: ApiWorld) -> None:

@@ -4,13 +4,9 @@ and the key rules hold (scope, account, user, path and body naming one session).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import anyio
 import httpx
-import pytest
-from api_world import ApiWorld, api_world, auth, served
+from api_world import ApiWorld, auth, served
 from mcp import Client
 
 from ctxpipe.client import CtxClient
@@ -25,13 +21,8 @@ TURNS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def world(
-    pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ApiWorld]:
-    root: Path = tmp_path_factory.mktemp("api_sessions")
-    with api_world(pg_url, redis_url, root, "rt_api_sessions", session_max_messages=4) as w:
-        yield w
+SCHEMA = "rt_api_sessions"
+API_SETTINGS = {"session_max_messages": 4}  # the world of the module (conftest.py)
 
 
 def test_append_cuts_by_count_and_close_commits_the_rest(world: ApiWorld) -> None:

@@ -6,12 +6,11 @@ worker (`llm_max_wait_s=0`): it raises `LLMThrottledError`, its task is retried 
 the limiter names, and the worker runs other tasks meanwhile. Every commit still ends
 registered, none failed, and the server never saw more than the limit in any window.
 
-The limit is counted over a 1 s window instead of the settings' 60 s, so the test takes
-seconds: the limiter (`LimitSpec.window_s`) is the production one, only its window is short."""
+The limit is counted over a 1 s window (`llm_rate_window_s`) instead of the default 60 s, so
+the test takes seconds: 120 requests per minute scaled to 1 s are 2 per window."""
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import sys
 import threading
@@ -27,7 +26,7 @@ from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.config import Settings
 from ctxpipe.core.queues import COMMIT, EXTRACT
 from ctxpipe.core.session import SessionInput
-from ctxpipe.providers.llm_limits import LimitSpec, wiring
+from ctxpipe.providers.llm_limits import wiring
 from ctxpipe.runtime import Runtime
 from ctxpipe.storage.commit_ledger import CommitLedger, LedgerRow
 
@@ -99,19 +98,13 @@ def throttled_settings(
     make_settings: Callable[..., Settings],
     clean_db: str,
     llm_server: FlakyLLMServer,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> Settings:
-    per_minute = wiring.limit_spec
-
-    def short_window(settings: Settings) -> LimitSpec:
-        return dataclasses.replace(per_minute(settings), window_s=WINDOW_S)
-
-    monkeypatch.setattr(wiring, "limit_spec", short_window)
     return make_settings(
         llm_provider="openai",
         llm_base_url=llm_server.url,
         llm_api_key=SecretStr("sk-throttled"),
-        llm_requests_per_minute=REQUESTS,
+        llm_requests_per_minute=round(REQUESTS * 60 / WINDOW_S),  # REQUESTS per window
+        llm_rate_window_s=WINDOW_S,
         llm_max_wait_s=0.0,  # never wait in the worker: hand the slot back at once
     )
 

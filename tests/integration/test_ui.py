@@ -5,12 +5,10 @@ token, and the key's tenancy on every page."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from api_world import ApiWorld, api_world
+from api_world import ApiWorld, auth
 from fastapi.testclient import TestClient
 
 SCHEMA = "rt_ui"
@@ -34,20 +32,17 @@ SESSION = {
 
 
 @pytest.fixture(scope="module")
-def world(
-    pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ApiWorld]:
-    root: Path = tmp_path_factory.mktemp("ui")
-    with api_world(pg_url, redis_url, root, SCHEMA) as w:
-        key = w.key("acme", "read,commit", user="ann")
-        r = w.client.post(
-            "/v1/commits",
-            json={**SESSION, "commit_id": "ui-c1", "agent_id": "helper"},
-            headers={"Authorization": f"Bearer {key}"},
-        )
-        assert r.status_code == 202, r.text
-        w.reindex()
-        yield w
+def world(world: ApiWorld) -> ApiWorld:
+    """The module's API app (conftest.py), with ann's session committed and indexed."""
+    key = world.key("acme", "read,commit", user="ann")
+    r = world.client.post(
+        "/v1/commits",
+        json={**SESSION, "commit_id": "ui-c1", "agent_id": "helper"},
+        headers=auth(key),
+    )
+    assert r.status_code == 202, r.text
+    world.reindex()
+    return world
 
 
 def browser(world: ApiWorld) -> TestClient:

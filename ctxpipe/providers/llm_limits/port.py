@@ -25,7 +25,7 @@ COUNTERS = ("throttled", "wait_seconds", "http_429", "retry_after_honoured", "de
 @dataclass(frozen=True)
 class LimitSpec:
     """The limits of one scope. None: no limit. `window_s`: the window the request and token
-    limits are counted over (60 s for the per-minute settings; tests use a few seconds).
+    limits are counted over (`llm_rate_window_s`, the per-minute settings scaled to it).
     `lease_s`: how long a permit holds its concurrency slot when its holder dies."""
 
     requests: int | None = None

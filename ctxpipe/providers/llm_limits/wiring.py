@@ -1,11 +1,12 @@
 """The limiter of the configured OpenAI-compatible provider: one per process and scope (base
-URL + API key), on the settings' Redis, with the per-minute limits of the settings."""
+URL + API key), on the settings' Redis, with the per-minute limits of the settings counted
+over their window (`llm_rate_window_s`, 60 s unless set)."""
 
 from __future__ import annotations
 
 import threading
 
-from ctxpipe.core.config import Settings
+from ctxpipe.core.config import Settings, per_window
 from ctxpipe.providers.llm_limits.port import LimiterSnapshot, LimitSpec, limiter_scope
 from ctxpipe.providers.llm_limits.redis_limiter import RedisLLMLimiter
 
@@ -15,11 +16,15 @@ _limiters: dict[tuple[str, str, LimitSpec], RedisLLMLimiter] = {}
 
 
 def limit_spec(settings: Settings) -> LimitSpec:
+    """The settings' limits, the per-minute ones scaled to the window they are counted over
+    (`llm_rate_window_s`)."""
+    window_s = settings.llm_rate_window_s
+    rpm, tpm = settings.llm_requests_per_minute, settings.llm_tokens_per_minute
     return LimitSpec(
-        requests=settings.llm_requests_per_minute,
-        tokens=settings.llm_tokens_per_minute,
+        requests=None if rpm is None else per_window(rpm, window_s),
+        tokens=None if tpm is None else per_window(tpm, window_s),
         concurrency=settings.llm_max_concurrency,
-        window_s=60.0,
+        window_s=window_s,
         lease_s=settings.llm_timeout_s + _LEASE_MARGIN_S,
     )
 

@@ -6,8 +6,8 @@ from datetime import date
 
 import pytest
 
+from ctxpipe.core.dates import find_dates, resolve, strip_dates
 from ctxpipe.core.text import jaccard, token_set, tokenize
-from ctxpipe.providers.rules.dates import find_dates, resolve, strip_dates
 from ctxpipe.providers.rules.speech import rewrite, third_person
 from ctxpipe.providers.rules.statements import clauses, names_in
 from ctxpipe.providers.rules.text import phrases, slugify, split_sentences

@@ -25,8 +25,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import date
 
+from ctxpipe.core.dates import resolve
 from ctxpipe.core.text import STOPWORDS, content_tokens, stem
-from ctxpipe.providers.rules.dates import resolve
 from ctxpipe.providers.rules.inputs import Msg
 from ctxpipe.providers.rules.speech import (
     has_first_person,

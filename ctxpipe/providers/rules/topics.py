@@ -15,8 +15,8 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
+from ctxpipe.core.dates import strip_dates
 from ctxpipe.core.text import STOPWORDS, stem
-from ctxpipe.providers.rules.dates import strip_dates
 from ctxpipe.providers.rules.speech import is_adverb_only, lemmas, verb_lemma
 
 ATTITUDE = frozenset("like love enjoy prefer hate dislike want need wish adore fancy mind".split())

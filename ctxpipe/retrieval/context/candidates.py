@@ -24,6 +24,7 @@ from ctxpipe.core.session import Message
 from ctxpipe.core.validity import TEMPORAL_CATEGORIES, as_of_view, line_holds, synthesis_holds
 from ctxpipe.fs import ContextFS
 from ctxpipe.retrieval.context.budget_allocator import ContextPriority
+from ctxpipe.retrieval.context.dated_lines import with_dates
 from ctxpipe.retrieval.models import FindHit
 from ctxpipe.retrieval.search.hierarchical_retriever import hit_key
 from ctxpipe.retrieval.units.lexical import Unit, split_units
@@ -223,7 +224,7 @@ _SPEAKER_RE = re.compile(r"^[^:\n]{1,80}?: ")  # "Ann (8 May 2023): " heads a tu
 
 def _hit_units(h: FindHit, text: str) -> View:
     """The lines find returned for a hit; a turn's line keeps its speaker header as a prefix
-    (a line cut to fit is judged by the words after it)."""
+    (a line cut to fit is judged by the words after it) and has its relative dates resolved."""
     refs = list(h.source_refs)
     if h.context_type != "session":
         return [Unit(text, refs)]
@@ -232,7 +233,7 @@ def _hit_units(h: FindHit, text: str) -> View:
         if ln:
             m = _SPEAKER_RE.match(ln)
             out.append(Unit(ln, refs, prefix=m.group(0) if m else ""))
-    return out
+    return with_dates(out)
 
 
 def _memory_loader(
@@ -274,13 +275,13 @@ def _session_loader(fs: ContextFS | None, hit: FindHit) -> Callable[[], list[Vie
             refs = list(node.source_refs)
         views: list[View] = []
         if hit.chunk_text:
-            lines = split_units(hit.chunk_text, refs, derived=False)
+            lines = with_dates(split_units(hit.chunk_text, refs, derived=False))
             matched = [i for i, u in enumerate(lines) if set(u.refs) & set(hit.source_refs)]
             if matched:
                 views.append(lines[max(0, matched[0] - 1) : matched[-1] + 2])
             views.append(lines)
         if node is not None and node.content.strip():
-            views.append(split_units(node.content, refs, derived=False))
+            views.append(with_dates(split_units(node.content, refs, derived=False)))
         return views
 
     return load

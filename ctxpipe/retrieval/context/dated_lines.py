@@ -1,0 +1,68 @@
+"""Archive lines as an agent should read them: every relative date made absolute.
+
+A turn said on 8 May 2023 that reads "we went camping last month" means April 2023; an agent
+reading it months later, among lines said on other days, has to do that arithmetic itself from
+the line's header — and often does not. `build_context` writes the date after each relative
+date expression of the archive lines it shows ("last month (April 2023)"), resolved against
+the day the line was said (`ctxpipe.core.dates`). Only spans with a direction (last, next,
+this, past, ago, yesterday, tomorrow) are resolved: a bare weekday or month name may point
+either way. A date the line's header already states is not repeated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import date, datetime
+
+from ctxpipe.core.dates import find_dates
+from ctxpipe.retrieval.units.lexical import Unit
+
+_DIRECTED = re.compile(r"\b(?:last|next|this|past|ago|yesterday|tomorrow)\b", re.IGNORECASE)
+_WORD = re.compile(r"\w+")
+_HEADER_DATE = re.compile(r"\((\d{1,2} [A-Za-z]+ \d{4})\):\s*$")
+
+
+def said_on(unit: Unit) -> date | None:
+    """The day a line was said, from its header (``Ann (8 May 2023): ``)."""
+    text = unit.spoken_on
+    if not text:
+        m = _HEADER_DATE.search(unit.prefix)
+        text = m.group(1) if m else ""
+    try:
+        return datetime.strptime(text, "%d %B %Y").date() if text else None
+    except ValueError:
+        return None
+
+
+def dated_text(body: str, day: date, header: str = "") -> str:
+    """`body` with the absolute date after each directed relative date expression."""
+    if not _DIRECTED.search(body):
+        return body
+    stated = set(_WORD.findall(header.lower()))
+    out, pos = [], 0
+    for span in find_dates(body, day):
+        if not span.relative or not _DIRECTED.search(span.text):
+            continue
+        label = span.label()
+        if set(_WORD.findall(label.lower())) <= stated:
+            continue
+        out.append(body[pos : span.end])
+        out.append(f" ({label})")
+        pos = span.end
+    out.append(body[pos:])
+    return "".join(out)
+
+
+def with_dates(units: Sequence[Unit]) -> list[Unit]:
+    """Archive lines with their relative dates resolved (other lines as they are)."""
+    out: list[Unit] = []
+    for u in units:
+        day = said_on(u)
+        body = dated_text(u.body, day, u.prefix) if day is not None else u.body
+        out.append(u if body == u.body else replace(u, text=u.prefix + body))
+    return out
+
+
+__all__ = ["dated_text", "said_on", "with_dates"]

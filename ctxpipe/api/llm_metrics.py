@@ -1,6 +1,7 @@
 """Prometheus metrics of the LLM limiter (read at scrape time from the cluster-wide counters in
 Redis, so they count the throttling of every worker): waits, time waited, 429s, `Retry-After`
-honoured, calls handed back to the queue, and what the current window holds."""
+honoured, calls handed back to the queue, what the current window holds, and the limits: per
+rate window (`llm_rate_window_s`, itself a gauge) and as the rates per minute they enforce."""
 
 from __future__ import annotations
 
@@ -35,17 +36,48 @@ _COUNTERS = (
 _GAUGES = (
     (
         "ctxpipe_llm_requests_in_window",
-        "LLM requests sent in the last minute",
+        "LLM requests sent in the current rate window (ctxpipe_llm_rate_window_seconds)",
         "requests_in_window",
     ),
-    ("ctxpipe_llm_tokens_in_window", "LLM tokens charged in the last minute", "tokens_in_window"),
+    (
+        "ctxpipe_llm_tokens_in_window",
+        "LLM tokens charged in the current rate window (ctxpipe_llm_rate_window_seconds)",
+        "tokens_in_window",
+    ),
     ("ctxpipe_llm_in_flight", "LLM requests in flight (with a concurrency cap)", "in_flight"),
     ("ctxpipe_llm_cooldown_seconds", "Seconds left of a server's Retry-After", "cooldown_s"),
+    (
+        "ctxpipe_llm_rate_window_seconds",
+        "The window the LLM request and token limits are counted over (llm_rate_window_s)",
+        "window_s",
+    ),
 )
 _LIMITS = (
-    ("ctxpipe_llm_requests_per_minute_limit", "requests_per_window"),
-    ("ctxpipe_llm_tokens_per_minute_limit", "tokens_per_window"),
-    ("ctxpipe_llm_max_concurrency_limit", "max_concurrency"),
+    (
+        "ctxpipe_llm_requests_per_minute_limit",
+        "LLM requests per minute the limiter allows: its limit per window as a rate (0: none)",
+        "requests_per_minute",
+    ),
+    (
+        "ctxpipe_llm_tokens_per_minute_limit",
+        "LLM tokens per minute the limiter allows: its limit per window as a rate (0: none)",
+        "tokens_per_minute",
+    ),
+    (
+        "ctxpipe_llm_requests_per_window_limit",
+        "Most LLM requests in any rate window (ctxpipe_llm_rate_window_seconds; 0: none)",
+        "requests_per_window",
+    ),
+    (
+        "ctxpipe_llm_tokens_per_window_limit",
+        "Most LLM tokens in any rate window (ctxpipe_llm_rate_window_seconds; 0: none)",
+        "tokens_per_window",
+    ),
+    (
+        "ctxpipe_llm_max_concurrency_limit",
+        "Most LLM requests in flight (0: none)",
+        "max_concurrency",
+    ),
 )
 
 
@@ -73,8 +105,8 @@ def throttling_metrics(read: Callable[[], LimiterSnapshot | None]) -> Iterator[M
         g = GaugeMetricFamily(name, doc, labels=["provider"])
         g.add_metric(labels, float(getattr(snap, field)))
         yield g
-    for name, field in _LIMITS:
-        g = GaugeMetricFamily(name, f"LLM limit {field} (0: none)", labels=["provider"])
+    for name, doc, field in _LIMITS:
+        g = GaugeMetricFamily(name, doc, labels=["provider"])
         g.add_metric(labels, float(getattr(snap, field) or 0))
         yield g
 

@@ -14,6 +14,7 @@ from ctxpipe.cli.app import app, console, emit_json, handle_errors
 
 if TYPE_CHECKING:
     from ctxpipe.index.status import IndexStatus
+    from ctxpipe.providers.llm_limits import LimiterSnapshot
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of text")]
 
@@ -50,22 +51,34 @@ def _cost_by_phase_row(st: IndexStatus) -> str:
     )
 
 
-def _throttling_row(st: IndexStatus) -> str:
-    t = st.llm_throttling
+def _rate_limits(t: LimiterSnapshot) -> list[str]:
+    """The request and token limits: per minute over the default 60 s window, else per window
+    with the rate per minute they enforce (`llm_rate_window_s` scales the settings to it)."""
+    if t.window_s == 60:
+        pairs = (("rpm", t.requests_per_window), ("tpm", t.tokens_per_window))
+        return [f"{name} {value}" for name, value in pairs if value is not None]
+    window = f"{t.window_s:g} s"
+    return [
+        f"{what} {value} per {window} ({per_minute:.6g}/min)"
+        for what, value, per_minute in (
+            ("requests", t.requests_per_window, t.requests_per_minute),
+            ("tokens", t.tokens_per_window, t.tokens_per_minute),
+        )
+        if value is not None and per_minute is not None
+    ]
+
+
+def throttling_line(t: LimiterSnapshot | None) -> str:
+    """The `LLM throttling` row: the limits, what the current window holds, the counters."""
     if t is None:
         return "- (rules provider)"
-    limits = ", ".join(
-        f"{name} {value}"
-        for name, value in (
-            ("rpm", t.requests_per_window),
-            ("tpm", t.tokens_per_window),
-            ("concurrency", t.max_concurrency),
-        )
-        if value is not None
-    )
+    limits = _rate_limits(t)
+    if t.max_concurrency is not None:
+        limits.append(f"concurrency {t.max_concurrency}")
+    window = "last minute" if t.window_s == 60 else f"last {t.window_s:g} s"
     cool = f", Retry-After {t.cooldown_s:.1f}s left" if t.cooldown_s > 0 else ""
     return (
-        f"{limits or 'no limits'}; last minute {t.requests_in_window} requests / "
+        f"{', '.join(limits) or 'no limits'}; {window} {t.requests_in_window} requests / "
         f"{t.tokens_in_window} tokens, {t.in_flight} in flight{cool}; {t.throttled} waits "
         f"({t.wait_seconds:.1f}s), {t.http_429} × 429, {t.retry_after_honoured} Retry-After "
         f"honoured, {t.deferred} handed back"
@@ -94,7 +107,7 @@ def _status_rows(st: IndexStatus) -> list[tuple[str, str]]:
         ("commit backlog", _backlog_row(st)),
         ("LLM cost", _cost_row(st)),
         ("  by phase", _cost_by_phase_row(st)),
-        ("LLM throttling", _throttling_row(st)),
+        ("LLM throttling", throttling_line(st.llm_throttling)),
     ]
     last = st.last_repair
     if last:

@@ -3,34 +3,23 @@ the user said (a commit through the API), a later run recalls it (find in the us
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import TypedDict
 
 import pytest
-from api_world import ApiWorld, api_world, served
+from api_world import ApiWorld
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
 
 from ctxpipe.client import CtxClient
 from ctxpipe.client.langgraph_store import CtxStore
 
+SCHEMA = "rt_langgraph"  # the world of the module (conftest.py), served at `world_url`
+
 
 class State(TypedDict, total=False):
     said: str
     question: str
     answer: str
-
-
-@pytest.fixture(scope="module")
-def world(
-    pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ApiWorld]:
-    root: Path = tmp_path_factory.mktemp("langgraph")
-    with api_world(pg_url, redis_url, root, "rt_langgraph") as w:
-        with served(w) as url:
-            w.url = url  # type: ignore[attr-defined]
-            yield w
 
 
 def build_graph(store: BaseStore):  # type: ignore[no-untyped-def]
@@ -56,9 +45,9 @@ def build_graph(store: BaseStore):  # type: ignore[no-untyped-def]
     return g.compile(store=store)
 
 
-def test_a_graph_remembers_and_recalls_through_the_store(world: ApiWorld) -> None:
+def test_a_graph_remembers_and_recalls_through_the_store(world: ApiWorld, world_url: str) -> None:
     key = world.key("acme", "read,commit", user="ann")
-    client = CtxClient(world.url, key)  # type: ignore[attr-defined]
+    client = CtxClient(world_url, key)
     store = CtxStore(client)
     assert store.account == "acme" and store.user == "ann"
     assert store.list_namespaces() == [("users", "ann"), ("agents", "default")]
@@ -78,8 +67,6 @@ def test_a_graph_remembers_and_recalls_through_the_store(world: ApiWorld) -> Non
     assert store.get(("users", "ann"), memory.key) is None
 
     # another user's store cannot reach ann's space
-    bob = CtxStore(
-        CtxClient(world.url, world.key("acme", "read", user="bob"))  # type: ignore[attr-defined]
-    )  # fmt: skip
+    bob = CtxStore(CtxClient(world_url, world.key("acme", "read", user="bob")))
     with pytest.raises(Exception, match="403"):
         bob.search(("users", "ann"), query="Biscuit")

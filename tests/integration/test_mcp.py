@@ -4,32 +4,21 @@ the key decides what they see, as on the HTTP API."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
-import pytest
-from api_world import ApiWorld, api_world
+from api_world import ApiWorld
 from mcp import Client
 
 from ctxpipe.mcp_server import build_server
 
+SCHEMA = "rt_mcp"  # the world of the module (conftest.py)
 MESSAGES = [
     {"id": "m1", "role": "user", "content": "I adopted a golden retriever puppy named Biscuit."},
     {"id": "m2", "role": "assistant", "content": "Congratulations!"},
     {"id": "m3", "role": "user", "content": "I live in Lisbon and I prefer tea over coffee."},
 ]
-
-
-@pytest.fixture(scope="module")
-def world(
-    pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ApiWorld]:
-    root: Path = tmp_path_factory.mktemp("mcp")
-    with api_world(pg_url, redis_url, root, "rt_mcp") as w:
-        yield w
 
 
 def server_for(world: ApiWorld, key: str):  # type: ignore[no-untyped-def]

@@ -8,37 +8,27 @@ import contextlib
 import io
 import re
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from api_world import ApiWorld, api_world, served
+from api_world import ApiWorld
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "docs" / "quickstart.md"
 README = ROOT / "README.md"
+SCHEMA = "rt_quickstart"  # the world of the module (conftest.py), served at `world_url`
 
 
 def python_blocks(text: str) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M)
 
 
-@pytest.fixture(scope="module")
-def world(
-    pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[ApiWorld, str]]:
-    root: Path = tmp_path_factory.mktemp("quickstart")
-    with api_world(pg_url, redis_url, root, "rt_quickstart") as w, served(w) as url:
-        yield w, url
-
-
 def test_the_quickstart_blocks_run(
-    world: tuple[ApiWorld, str], monkeypatch: pytest.MonkeyPatch
+    world: ApiWorld, world_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    w, url = world
     commit_block, find_block = python_blocks(QUICKSTART.read_text(encoding="utf-8"))
-    monkeypatch.setenv("CTXPIPE_API_URL", url)
-    monkeypatch.setenv("CTXPIPE_API_KEY", w.key("acme", "read,commit", user="alice"))
+    monkeypatch.setenv("CTXPIPE_API_URL", world_url)
+    monkeypatch.setenv("CTXPIPE_API_KEY", world.key("acme", "read,commit", user="alice"))
     scope: dict[str, object] = {"__name__": "quickstart"}
 
     out = io.StringIO()
@@ -46,7 +36,7 @@ def test_the_quickstart_blocks_run(
         exec(compile(commit_block, "quickstart-commit", "exec"), scope)
     assert re.fullmatch(r"commit \S+ success\n", out.getvalue()), out.getvalue()
 
-    w.reindex()
+    world.reindex()
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(find_block, "quickstart-find", "exec"), scope)
@@ -55,17 +45,16 @@ def test_the_quickstart_blocks_run(
 
 
 def test_the_readme_block_runs(
-    world: tuple[ApiWorld, str], monkeypatch: pytest.MonkeyPatch
+    world: ApiWorld, world_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    w, url = world
     [block] = python_blocks(README.read_text(encoding="utf-8"))
-    monkeypatch.setenv("CTXPIPE_API_URL", url)
-    monkeypatch.setenv("CTXPIPE_API_KEY", w.key("acme", "read,commit", user="bea"))
+    monkeypatch.setenv("CTXPIPE_API_URL", world_url)
+    monkeypatch.setenv("CTXPIPE_API_KEY", world.key("acme", "read,commit", user="bea"))
     done = threading.Event()
 
     def embed_worker() -> None:  # what the embed workers do on a deployed stack
         while not done.wait(0.5):
-            w.reindex()
+            world.reindex()
 
     worker = threading.Thread(target=embed_worker, daemon=True)
     worker.start()

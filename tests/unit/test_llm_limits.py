@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 
 from ctxpipe.commit.failures import TransientStepError, throttle_delay
 from ctxpipe.core.config import Settings
@@ -22,11 +22,13 @@ from ctxpipe.providers.llm_limits import (
     CallBudget,
     Decision,
     InProcessLLMLimiter,
+    LimiterSnapshot,
     LimitSpec,
     LLMGate,
     limiter_scope,
     parse_retry_after,
 )
+from ctxpipe.providers.llm_limits.wiring import limit_spec
 from ctxpipe.providers.openai_llm import OpenAICompatibleLLM
 from ctxpipe.providers.prompts import PromptRegistry
 
@@ -184,6 +186,104 @@ def test_the_scope_holds_no_key_and_tells_keys_and_servers_apart() -> None:
     assert limiter_scope("https://api.example.com/v1", "sk-secret-1")[0] == scope
     assert limiter_scope("https://api.example.com/v1", "sk-secret-2")[0] != scope
     assert limiter_scope("https://other.example.com/v1", "sk-secret-1")[0] != scope
+
+
+# ---------------------------------------------------------------- the rate window
+def openai_settings(**values: Any) -> Settings:
+    return Settings(llm_provider="openai", llm_base_url="http://llm.test/v1", **values)
+
+
+def test_the_per_minute_limits_are_scaled_to_the_window() -> None:
+    spec = limit_spec(
+        openai_settings(
+            llm_requests_per_minute=600, llm_tokens_per_minute=90_000, llm_rate_window_s=10
+        )
+    )
+    assert (spec.requests, spec.tokens, spec.window_s) == (100, 15_000, 10.0)
+    unscaled = limit_spec(openai_settings(llm_requests_per_minute=600))
+    assert (unscaled.requests, unscaled.tokens, unscaled.window_s) == (600, None, 60.0)
+    longer = limit_spec(openai_settings(llm_tokens_per_minute=1000, llm_rate_window_s=90))
+    assert (longer.requests, longer.tokens) == (None, 1500)
+
+
+def test_scaling_rounds_down_so_the_rate_is_never_exceeded() -> None:
+    spec = limit_spec(
+        openai_settings(
+            llm_requests_per_minute=100, llm_tokens_per_minute=1000, llm_rate_window_s=7
+        )
+    )
+    assert (spec.requests, spec.tokens) == (11, 116)  # 11.67 and 116.67 a window
+    assert (
+        limit_spec(openai_settings(llm_requests_per_minute=6, llm_rate_window_s=10)).requests == 1
+    )
+
+
+def test_a_window_with_one_request_in_ten_seconds_is_allowed_and_enforced() -> None:
+    clock = Clock()
+    spec = limit_spec(openai_settings(llm_requests_per_minute=6, llm_rate_window_s=10))
+    lim = InProcessLLMLimiter(spec, clock=clock)
+    assert lim.acquire("a", 1).granted
+    lim.release("a", 1)
+    denied = lim.acquire("b", 1)
+    assert (denied.granted, denied.reason) == (False, "requests")
+    assert denied.wait_s == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("CTXPIPE_LLM_REQUESTS_PER_MINUTE", "5"), ("CTXPIPE_LLM_TOKENS_PER_MINUTE", "3")],
+)
+def test_a_limit_scaled_below_one_is_refused_at_load(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    monkeypatch.setenv("CTXPIPE_LLM_RATE_WINDOW_S", "10")
+    with pytest.raises(ValidationError) as err:
+        Settings()
+    message = str(err.value)
+    assert f"{variable}={value}" in message
+    assert "CTXPIPE_LLM_RATE_WINDOW_S=10 s allows less than 1" in message
+
+
+def scaled_snapshot(**values: Any) -> LimiterSnapshot:
+    spec = limit_spec(openai_settings(llm_max_concurrency=3, **values))
+    lim = InProcessLLMLimiter(spec, clock=Clock())
+    assert lim.acquire("a", 40).granted
+    return lim.snapshot()
+
+
+def test_status_names_the_window_of_each_figure() -> None:
+    from ctxpipe.cli.status_cmds import throttling_line
+
+    line = throttling_line(
+        scaled_snapshot(
+            llm_requests_per_minute=100, llm_tokens_per_minute=6000, llm_rate_window_s=10
+        )
+    )
+    assert line.startswith(
+        "requests 16 per 10 s (96/min), tokens 1000 per 10 s (6000/min), concurrency 3; "
+        "last 10 s 1 requests / 40 tokens, 1 in flight;"
+    )
+    assert "rpm" not in line and "minute" not in line
+    default = throttling_line(scaled_snapshot(llm_requests_per_minute=100))
+    assert default.startswith("rpm 100, concurrency 3; last minute 1 requests / 40 tokens")
+
+
+def test_metrics_give_per_minute_rates_and_per_window_limits() -> None:
+    from ctxpipe.api.llm_metrics import throttling_metrics
+
+    snap = scaled_snapshot(
+        llm_requests_per_minute=100, llm_tokens_per_minute=6000, llm_rate_window_s=10
+    )
+    values = {m.name: m.samples[0].value for m in throttling_metrics(lambda: snap)}
+    assert values["ctxpipe_llm_rate_window_seconds"] == 10
+    assert values["ctxpipe_llm_requests_per_window_limit"] == 16
+    assert values["ctxpipe_llm_requests_per_minute_limit"] == pytest.approx(96)  # rounded down
+    assert values["ctxpipe_llm_tokens_per_window_limit"] == 1000
+    assert values["ctxpipe_llm_tokens_per_minute_limit"] == pytest.approx(6000)
+    assert values["ctxpipe_llm_requests_in_window"] == 1
+    assert values["ctxpipe_llm_tokens_in_window"] == 40
+    assert values["ctxpipe_llm_max_concurrency_limit"] == 3
 
 
 # ---------------------------------------------------------------- the provider

@@ -73,6 +73,20 @@ class LimiterSnapshot(BaseModel):
     retry_after_honoured: int = 0  # 429/503 answers whose Retry-After was waited out
     deferred: int = 0  # calls handed back to the task queue (wait over the bound)
 
+    @property
+    def requests_per_minute(self) -> float | None:
+        """The request limit as the rate per minute it enforces (None: no limit)."""
+        return self._per_minute(self.requests_per_window)
+
+    @property
+    def tokens_per_minute(self) -> float | None:
+        """The token limit as the rate per minute it enforces (None: no limit)."""
+        return self._per_minute(self.tokens_per_window)
+
+    def _per_minute(self, per_window: int | None) -> float | None:
+        # the per-minute setting, or a little less where scaling it to the window rounded down
+        return None if per_window is None else per_window * 60.0 / self.window_s
+
 
 @runtime_checkable
 class LLMLimiter(Protocol):

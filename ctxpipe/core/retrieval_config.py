@@ -67,6 +67,10 @@ class FindConfig(BaseModel):
         0.0, ge=0.0, description="weight of the graph ranking in the fusion (0: off)"
     )
     graph_seeds: int = Field(3, ge=1, description="best candidate chunks whose nodes seed it")
+    # date signal: lines dated when the query says ("on 13 October 2023", "in September")
+    date_weight: float = Field(
+        1.0, ge=0.0, description="weight of the match with the dates the query names (0: off)"
+    )
 
 
 class HierarchicalConfig(BaseModel):

@@ -45,6 +45,7 @@ from ctxpipe.retrieval.find.candidate_store import CandidateStore
 from ctxpipe.retrieval.find.recall_stats import RecallStatsStore
 from ctxpipe.retrieval.models import CandidateRow, FindFilters, FindHit, FindResult
 from ctxpipe.retrieval.tokens import TokenCounter
+from ctxpipe.retrieval.units.date_match import Period, line_bonus, query_periods
 from ctxpipe.retrieval.units.lexical import Unit
 from ctxpipe.retrieval.units.sentence_ranking import (
     Sentence,
@@ -85,7 +86,8 @@ class HybridFinder:
 
     @property
     def max_score(self) -> float:
-        """The best fused score a hit can get (first in every ranking)."""
+        """The best fused score a hit can get (first in every ranking) — for a query that names
+        no date: a line dated when the query says can score above it (`date_match`)."""
         cfg = self.config
         return (4.0 + cfg.vector_weight + cfg.text_weight + cfg.graph_weight) / (cfg.rrf_k + 1.0)
 
@@ -128,7 +130,8 @@ class HybridFinder:
         rows = [r for r in cand.rows if (r.sim or 0.0) >= filters.min_score]
         bonus = self._graph_ranking(filters.account_id, rows)
         qv = np.asarray(qvec, dtype=np.float32)
-        hits = self._hits(rows, qv, k, cand.idf, budget_tokens, bonus, filters.as_of)
+        periods = query_periods(query, filters.as_of or date.today()) if cfg.date_weight else []
+        hits = self._hits(rows, qv, k, cand.idf, budget_tokens, bonus, filters.as_of, periods)
         timings["rank"] = (time.perf_counter() - t1) * 1000
         if hits and (cfg.record_recalls if record is None else record) and self.recall_stats:
             self.recall_stats.record_hits_later(filters.account_id, hits)
@@ -160,11 +163,13 @@ class HybridFinder:
         budget_tokens: int | None = None,
         row_bonus: np.ndarray | None = None,
         as_of: date | None = None,
+        periods: Sequence[Period] = (),
     ) -> list[FindHit]:
         if not rows:
             return []
         cfg = self.config
         ex = explode(rows)
+        dated = line_bonus(periods, ex.lines, ex.line_row, rows, cfg.date_weight, cfg.rrf_k)
         stored: dict[str, dict[str, np.ndarray]] = {}
         if cfg.stored_units and cfg.dense_rows:
             stored = self.stored_units.get(rows[: cfg.dense_rows], q.shape)
@@ -178,6 +183,7 @@ class HybridFinder:
             dense_rows=cfg.dense_rows,
             stored=stored,
             row_bonus=row_bonus,
+            line_bonus=dated,
         )
         hits: list[FindHit] = []
         cited: set[str] = set()

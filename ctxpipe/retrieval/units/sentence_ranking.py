@@ -279,11 +279,13 @@ def rank_sentences(
     dense_rows: int = 24,
     stored: Stored | None = None,
     row_bonus: np.ndarray | None = None,
+    line_bonus: np.ndarray | None = None,
 ) -> list[Sentence]:
     """The sentences, best first, with their fused score and cosine similarity. `stored`:
     the index-time vectors of the dense chunks' units (chunk id -> `unit_key` -> vector: a
     unit has the vector of its chunk's reading); `row_bonus`: a further
-    fused term per candidate chunk (the graph signal)."""
+    fused term per candidate chunk (the graph signal); `line_bonus`: one per line (the
+    lines dated when the query says, `date_match`)."""
     sents = ex.sentences
     if not sents:
         return []
@@ -337,6 +339,8 @@ def rank_sentences(
     )
     if row_bonus is not None:
         score = score + row_bonus[np.array([s.row for s in sents])]
+    if line_bonus is not None:
+        score = score + line_bonus[line_of]
     for i, s in enumerate(sents):
         s.score = float(score[i])
         s.similarity = float(s_sim[i]) if s_dense[i] else (rows[s.row].sim or 0.0)

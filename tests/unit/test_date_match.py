@@ -1,0 +1,89 @@
+"""A query that names a date favours the lines dated then (`retrieval/units/date_match.py`)."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ctxpipe.core.dates import find_dates
+from ctxpipe.retrieval.models import CandidateRow
+from ctxpipe.retrieval.units.date_match import line_bonus, period, query_periods
+from ctxpipe.retrieval.units.sentence_ranking import UnitVectors, explode, rank_sentences
+
+TODAY = date(2024, 3, 6)
+
+
+def row(text: str, refs: list[str], ctype: str = "session", **kw: Any) -> CandidateRow:
+    return CandidateRow(
+        chunk_id=f"c{abs(hash(text))}", uri=f"ctx://a/{ctype}/{abs(hash(text))}", level=2,
+        chunk_index=0, rrf=0.03, sim=0.5, text_content=text, source_refs=refs,
+        context_type=ctype, **kw,
+    )  # fmt: skip
+
+
+def test_each_grain_covers_its_period() -> None:
+    def covers(text: str) -> tuple[date, date] | None:
+        (span,) = find_dates(text, TODAY)
+        return period(span)
+
+    assert covers("on October 13, 2023") == (date(2023, 10, 13), date(2023, 10, 14))
+    assert covers("in September 2023") == (date(2023, 9, 1), date(2023, 10, 1))
+    assert covers("in December 2023") == (date(2023, 12, 1), date(2024, 1, 1))
+    assert covers("in 2022") == (date(2022, 1, 1), date(2023, 1, 1))
+    assert covers("last summer") == (date(2023, 6, 1), date(2023, 9, 1))
+    assert covers("last weekend") == (date(2024, 3, 2), date(2024, 3, 4))
+    assert covers("three weeks ago") is None  # a week named only roughly
+
+
+def test_a_query_without_a_date_names_no_period() -> None:
+    assert query_periods("What does Melanie do to destress?", TODAY) == []
+    assert query_periods("What did Melanie paint yesterday?", TODAY) == [
+        (date(2024, 3, 5), date(2024, 3, 6))
+    ]
+
+
+SEPT = "[D1:1] user (Mel) on 14 September 2023: I painted a sunset by the lake."
+OCT = "[D2:1] user (Mel) on 13 October 2023: I painted a sunset by the lake."
+
+
+def test_lines_said_in_the_named_period_get_the_bonus_and_memories_their_event_date() -> None:
+    rows = [
+        row(SEPT, ["s1:D1:1"]),
+        row(OCT, ["s2:D2:1"]),
+        row("Mel painted a sunset.", ["s2:D2:1"], "memory", event_time="2023-10-13"),
+        row("Mel likes lakes.", ["s1:D1:1"], "memory"),
+    ]
+    ex = explode(rows)
+    periods = query_periods("What did Mel paint on October 13, 2023?", TODAY)
+    bonus = line_bonus(periods, ex.lines, ex.line_row, rows, weight=1.0, rrf_k=60.0)
+    assert bonus is not None
+    assert bonus.tolist() == pytest.approx([0.0, 1.0 / 61, 1.0 / 61, 0.0])
+    assert line_bonus([], ex.lines, ex.line_row, rows, 1.0, 60.0) is None
+    assert line_bonus(periods, ex.lines, ex.line_row, rows, 0.0, 60.0) is None
+
+
+class _NoEmbedder:
+    dimension = 4
+
+    def encode(self, texts: list[str]) -> list[list[float]]:
+        raise AssertionError("no unit is encoded when no chunk is ranked by cosine")
+
+
+def test_the_line_said_on_the_named_day_ranks_first_among_equals() -> None:
+    rows = [row(SEPT, ["s1:D1:1"]), row(OCT, ["s2:D2:1"])]
+    ex = explode(rows)
+    idf = {"painted": 1.0, "sunset": 1.0}
+    vectors = UnitVectors(_NoEmbedder())  # type: ignore[arg-type]
+
+    def first(bonus: np.ndarray | None) -> str:
+        ranked = rank_sentences(
+            rows, ex, np.zeros(4, dtype=np.float32), idf, vectors, dense_rows=0, line_bonus=bonus
+        )
+        return ranked[0].unit.refs[0]
+
+    assert first(None) == "s1:D1:1"  # equal text, equal scores: the first row
+    periods = query_periods("What did Mel paint on October 13, 2023?", TODAY)
+    assert first(line_bonus(periods, ex.lines, ex.line_row, rows, 1.0, 60.0)) == "s2:D2:1"

@@ -27,11 +27,15 @@ test: export TRANSFORMERS_OFFLINE := 1
 test: $(STAMP)
 	$(BIN)/pytest -q
 
-# The unit tier alone: no servers, no model (torch is never imported), seconds.
+# The unit tier alone: no servers, no model (torch is never imported), seconds. Each property
+# test runs a fifth of its examples (profile edit-loop, tests/unit/property_examples.py; `make
+# test` runs them all). Bytecode is cached even where the environment turns it off: else every
+# run compiles the package and assertion-rewrites the test files again, seconds of the tier.
 unit: export HF_HUB_OFFLINE := 1
 unit: export TRANSFORMERS_OFFLINE := 1
+unit: export PYTHONDONTWRITEBYTECODE :=
 unit: $(STAMP)
-	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q tests/unit --hypothesis-profile=edit-loop
 
 # The main job on the embedded default: start the local stack (PostgreSQL + pgvector, Redis,
 # Celery workers, beat, Flower, the HTTP API), commit every examples/*.json through Celery, show

@@ -1,9 +1,10 @@
 """Fixtures for unit tests that need no servers: a ContextFS on a temporary root, a fake
-embedding model."""
+embedding model; fsync that checks its descriptor but does not wait for the disk."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -11,12 +12,66 @@ from typing import Any
 
 import numpy as np
 import pytest
+import typer.main
+import typer.testing
+from early_processes import EarlyProcesses
+from hypothesis import settings
 
 from ctxpipe.core.models import ContextNode
 from ctxpipe.fs import ContextFS
 from ctxpipe.providers.base import EmbeddingVector
 
 HEAVY = ("torch", "sentence_transformers")
+
+# `make unit` (the edit-test loop) loads this profile: each property test runs a fifth of the
+# examples it names (property_examples.examples); `make test`, which CI runs, runs them all.
+settings.register_profile("edit-loop", max_examples=20)
+
+
+def _fsync_without_the_disk(fd: int) -> None:
+    os.fstat(fd)  # a closed or bad descriptor still fails as the real fsync would (EBADF)
+
+
+@pytest.fixture(autouse=True)
+def _no_disk_flushes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Throw-away test roots: durability is irrelevant, speed is not (as the test PostgreSQL's
+    fsync=off). Surviving a power loss cannot be observed in a test, and every ContextFS write
+    fsyncs its files and directories: on a busy disk that doubled the FS and commit tests. The
+    calls still happen (test_atomicity interrupts them); tests/integration keeps real fsync."""
+    monkeypatch.setattr(os, "fsync", _fsync_without_the_disk)
+
+
+_BUILT_COMMANDS: dict[Any, Any] = {}
+
+
+def _command_built_once(app: Any) -> Any:
+    if app not in _BUILT_COMMANDS:
+        _BUILT_COMMANDS[app] = typer.main.get_command(app)
+    return _BUILT_COMMANDS[app]
+
+
+@pytest.fixture(autouse=True)
+def _cli_runner_builds_the_command_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """typer's CliRunner builds the click command from every command's signature at each
+    invoke (tens of ms, some 50 invokes); the app does not change within a run, so each app is
+    built once (a re-imported app is a new key)."""
+    monkeypatch.setattr(typer.testing, "_get_command", _command_built_once)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the fresh interpreters the selected tests will wait for (early_processes.py):
+    they run beside the rest of the tier instead of one after another inside it."""
+    if session.config.option.collectonly:
+        return
+    selected = {i.module.__name__ for i in session.items if isinstance(i, pytest.Function)}
+    for declared in EarlyProcesses.declared:
+        if declared.module in selected:
+            declared.start()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    for declared in EarlyProcesses.declared:
+        declared.stop()
 
 
 @pytest.fixture

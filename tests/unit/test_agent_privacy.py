@@ -11,6 +11,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lemminflect import getAllLemmas
+from property_examples import examples
 
 from ctxpipe.commit.policies.base import PlanContext
 from ctxpipe.commit.policy_router import resolve_target_uri
@@ -145,7 +146,7 @@ _FRAMES = [
 ]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     secrets=st.lists(
         st.one_of(_SECRET, _SECRET.map(str.capitalize), _NUMBER),

@@ -297,7 +297,8 @@ def test_readers_never_see_a_mix(fs: ContextFS, make_node: NodeFactory) -> None:
 
 
 _CAS_WORKER = """
-import sys
+import os, sys
+os.fsync = os.fstat  # as in this process (tests/unit/conftest.py): no disk flushes
 from ctxpipe.core.errors import VersionConflictError
 from ctxpipe.fs import ContextFS
 fs = ContextFS(sys.argv[1])

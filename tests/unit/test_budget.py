@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_examples import examples
 
 from ctxpipe.retrieval.config import ContextConfig
 from ctxpipe.retrieval.context.budget_allocator import (
@@ -128,7 +129,7 @@ def test_small_shares_are_raised_to_the_minimum_when_possible() -> None:
     assert b.allocated <= 900
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     total=st.integers(min_value=1, max_value=200_000),
     has_retrieval=st.booleans(),
@@ -195,7 +196,7 @@ def test_score_breaks_priority_ties() -> None:
     assert [s.key for s in kept] == ["high", "low"]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     texts=st.lists(st.text(min_size=0, max_size=300), min_size=0, max_size=12),
     priorities=st.lists(st.sampled_from(list(ContextPriority)), min_size=12, max_size=12),
@@ -220,7 +221,7 @@ def test_counts_are_the_models_word_pieces(counter: HFTokenCounter) -> None:
     assert counter.count("a " * 600) == 600  # no truncation at the model's 256/512 tokens
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(text=st.text(min_size=0, max_size=400), cap=st.integers(min_value=0, max_value=80))
 def test_truncate_never_exceeds_the_cap(text: str, cap: int) -> None:
     counter = counter_for_model(MODEL)

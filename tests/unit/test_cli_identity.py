@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -19,9 +20,15 @@ ADMIN_READS = ("ls", "cat", "stat", "tree", "history", "commits show", "commits 
 IDENTITY = {"--account": "-a", "--user": "-u", "--agent": None, "--session": "-s"}
 
 
+@functools.cache
+def root_command() -> Any:
+    """The click command of `ctxpipe`, built once (typer builds it from every signature)."""
+    return get_command(app)
+
+
 def command(path: str) -> Any:
     """The click command of `ctxpipe PATH` (typer may bring its own click: no isinstance)."""
-    cmd: Any = get_command(app)
+    cmd: Any = root_command()
     for name in path.split():
         cmd = cmd.commands[name]
     return cmd

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from early_processes import Command, EarlyProcesses
 
 import ctxpipe
 
@@ -30,42 +30,33 @@ PROBES = {
 }
 
 
-def modules_after(probes: dict[str, str]) -> dict[str, set[str]]:
-    """For each probe, `sys.modules` of a fresh interpreter after its code, with this
-    checkout's ctxpipe; the interpreters run side by side."""
-    root = str(Path(ctxpipe.__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-    running = {
-        name: subprocess.Popen(
+_ROOT = str(Path(ctxpipe.__file__).resolve().parents[1])  # this checkout's ctxpipe
+_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([_ROOT, os.environ.get("PYTHONPATH", "")])}
+# For each probe, `sys.modules` of a fresh interpreter after its code; the interpreters start
+# when collection ends and run side by side (early_processes.py).
+PROCESSES = EarlyProcesses(
+    __name__,
+    {
+        name: Command(
             [
                 sys.executable,
                 "-c",
                 f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))",
             ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            _ENV,
         )
-        for name, code in probes.items()
-    }
-    out: dict[str, set[str]] = {}
-    try:
-        for name, proc in running.items():
-            stdout, stderr = proc.communicate(timeout=120)
-            assert proc.returncode == 0, stderr
-            out[name] = set(json.loads(stdout.splitlines()[-1]))
-    finally:
-        for proc in running.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    return out
+        for name, code in PROBES.items()
+    },
+)
 
 
 @pytest.fixture(scope="module")
 def probed() -> dict[str, set[str]]:
-    return modules_after(PROBES)
+    out: dict[str, set[str]] = {}
+    for name, done in PROCESSES.outputs().items():
+        assert done.returncode == 0, done.stderr
+        out[name] = set(json.loads(done.stdout.splitlines()[-1]))
+    return out
 
 
 def loaded(modules: set[str], package: str) -> bool:

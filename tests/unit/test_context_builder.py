@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_examples import examples
 
 from ctxpipe.core.enums import ContextType
 from ctxpipe.core.models import ContextNode
@@ -123,7 +124,7 @@ def check_budget(res: ContextResult, budget: int) -> None:
 
 
 # ------------------------------------------------------------------ budgets
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     budget=st.integers(min_value=1, max_value=1500),
     n_msgs=st.integers(min_value=0, max_value=40),
@@ -151,7 +152,7 @@ def test_budget_is_never_exceeded(
     check_budget(res, budget)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow,
           HealthCheck.function_scoped_fixture])  # fmt: skip
 @given(budget=st.integers(min_value=20, max_value=3000), n_msgs=st.integers(0, 30))
 def test_budget_is_never_exceeded_with_expansions(fs: ContextFS, budget: int, n_msgs: int) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_examples import examples
 
 from ctxpipe.core.llm_schemas import ExtractionOutput, MergeOutput
 from ctxpipe.providers.rules import RulesLLM
@@ -178,7 +179,7 @@ _LINE = st.tuples(_PRED, _OBJ, st.sampled_from(["m1", "m2"]), st.integers(0, 2),
 _BLOCK = st.lists(_LINE, max_size=5).map("\n".join)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck))
 @given(_BLOCK, _BLOCK, _BLOCK, st.sampled_from(["profile", "preferences", "entities"]))
 def test_merge_idempotent_and_lossless_property(
     old: str, new_ov: str, new_ct: str, cat: str

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from ctxpipe.core.models import ArchiveSummary
@@ -79,31 +76,3 @@ def test_summary_of_small_talk() -> None:
     a = RulesLLM().complete_json_sync("compression.archive_summary", variables, ArchiveSummary)
     assert a.summary == "Small talk; nothing substantive."
     assert a.key_decisions == [] and a.unresolved == []
-
-
-SCORE_IN_A_PROCESS = """
-from ctxpipe.core.text import content_tokens
-from ctxpipe.providers.rules.inputs import load_messages
-from ctxpipe.providers.rules.summarize import _score
-s = "Marathon training includes interval sprints, hill repeats, tempo runs and recovery."
-msg = load_messages([{"id": "m1", "role": "user", "content": s}])[0]
-words = sorted(set(content_tokens(s)))
-weights = {t: 0.1 * (i + 1) + 1 / (i + 3) for i, t in enumerate(words)}
-print(repr(_score(msg, s, weights, set())))
-"""
-
-
-def test_sentence_score_is_the_same_in_every_process() -> None:
-    """A sentence's score does not depend on the order a set of its words is summed in (which
-    changes with each process's string hashing): a retried commit summarises the same way."""
-    scores = {
-        subprocess.run(
-            [sys.executable, "-c", SCORE_IN_A_PROCESS],
-            env={**os.environ, "PYTHONHASHSEED": str(seed)},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        for seed in range(1, 6)
-    }
-    assert len(scores) == 1, scores

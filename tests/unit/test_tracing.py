@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import io
 import logging
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from early_processes import Command, EarlyProcesses
 from opentelemetry import trace
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -285,7 +288,7 @@ def test_otlp_exports_spans_to_the_endpoint_of_the_environment(
             pass
 
     server = HTTPServer(("127.0.0.1", 0), Collector)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     try:
         env = {
             "OTEL_TRACES_EXPORTER": "otlp",
@@ -305,20 +308,21 @@ def test_otlp_exports_spans_to_the_endpoint_of_the_environment(
     assert b"commit.submit" in received[0][1] and b"ctxpipe-api" in received[0][1]
 
 
-def test_the_command_refuses_an_unknown_exporter_in_one_line() -> None:
-    import os
-    import subprocess
-    import sys
+# `ctxpipe --help` with an exporter it does not know, in a fresh interpreter started when
+# collection ends (early_processes.py).
+COMMAND = EarlyProcesses(
+    __name__,
+    {
+        "help": Command(
+            [sys.executable, "-m", "ctxpipe", "--help"],
+            {**os.environ, "OTEL_TRACES_EXPORTER": "jaeger"},
+        )
+    },
+)
 
-    env = {**os.environ, "OTEL_TRACES_EXPORTER": "jaeger"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "ctxpipe", "--help"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+
+def test_the_command_refuses_an_unknown_exporter_in_one_line() -> None:
+    proc = COMMAND.outputs(timeout=60)["help"]
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
         "ctxpipe: OTEL_TRACES_EXPORTER='jaeger': unknown exporter 'jaeger' "

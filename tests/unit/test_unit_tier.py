@@ -4,9 +4,10 @@ without torch or sentence-transformers (the model is for tests/integration)."""
 from __future__ import annotations
 
 import ast
-import subprocess
 import sys
 from pathlib import Path
+
+from early_processes import Command, EarlyProcesses
 
 UNIT = Path(__file__).resolve().parent
 
@@ -24,15 +25,22 @@ def imported_modules() -> set[str]:
     return {m for m in out if m not in local}
 
 
+MODULES = sorted(imported_modules())
+CODE = (
+    "import importlib, sys\n"
+    "sys.path.insert(0, 'bench')  # as tests/unit/bench put it\n"
+    f"for name in {MODULES!r}:\n"
+    "    importlib.import_module(name)\n"
+    "heavy = sorted(m for m in ('torch', 'sentence_transformers') if m in sys.modules)\n"
+    "assert not heavy, f'importing the unit tier loads {heavy}'\n"
+)
+# The fresh interpreter starts when collection ends and runs beside the other tests.
+PROCESSES = EarlyProcesses(
+    __name__, {"tier": Command([sys.executable, "-c", CODE], cwd=UNIT.parents[1])}
+)
+
+
 def test_what_the_unit_tier_imports_does_not_import_torch() -> None:
-    modules = sorted(imported_modules())
-    assert "ctxpipe.commit.coordinator" in modules and len(modules) > 40
-    code = (
-        "import importlib, sys\n"
-        "sys.path.insert(0, 'bench')  # as tests/unit/bench put it\n"
-        f"for name in {modules!r}:\n"
-        "    importlib.import_module(name)\n"
-        "heavy = sorted(m for m in ('torch', 'sentence_transformers') if m in sys.modules)\n"
-        "assert not heavy, f'importing the unit tier loads {heavy}'\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, cwd=UNIT.parents[1])
+    assert "ctxpipe.commit.coordinator" in MODULES and len(MODULES) > 40
+    done = PROCESSES.outputs()["tier"]
+    assert done.returncode == 0, done.stderr

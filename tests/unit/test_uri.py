@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_examples import examples
 
 from ctxpipe.core.errors import InvalidURIError
 from ctxpipe.core.uri import (
@@ -267,7 +268,7 @@ _segment = st.one_of(
 )
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(400), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     account=st.one_of(st.sampled_from(["acme", "A-1", "x_y"]), st.text(max_size=6)),
     scope=st.one_of(st.sampled_from([*SCOPES, "USERS", "Skills"]), st.text(max_size=6)),

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 from ledger_world import Ledger, MakeComponents
+from outbox_twin import MemoryOutbox
 
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.memory_ledger import InMemoryLedger
 from ctxpipe.core.config import Settings
-from ctxpipe.core.models import OutboxEvent
 from ctxpipe.providers.rules import RulesLLM
 from ctxpipe.runtime import Runtime
 from ctxpipe.storage.commit_ledger import CommitLedger
@@ -31,18 +31,6 @@ def ledger(request: pytest.FixtureRequest) -> Iterator[Ledger]:
         yield CommitLedger(request.getfixturevalue("database"))
 
 
-class DictOutbox:
-    """Registered events by id; a repeated event id is ignored, as by the outbox table."""
-
-    def __init__(self) -> None:
-        self.events: dict[str, OutboxEvent] = {}
-
-    def append_batch(self, events: list[OutboxEvent]) -> list[OutboxEvent]:
-        new = [e for e in events if e.event_id not in self.events]
-        self.events.update((e.event_id, e) for e in new)
-        return new
-
-
 @pytest.fixture
 def make_components(make_settings: Callable[..., Settings]) -> MakeComponents:
     """Commit components on their own FS, without a database: `make(llm=None)`."""
@@ -52,7 +40,7 @@ def make_components(make_settings: Callable[..., Settings]) -> MakeComponents:
         settings = make_settings(db=False, redis=False)
         settings = settings.model_copy(update={"fs_root": settings.fs_root / str(next(count))})
         comp = Runtime(settings, llm=llm or RulesLLM(), use_database=False).components()
-        comp.outbox = DictOutbox()  # type: ignore[assignment]
+        comp.outbox = MemoryOutbox()  # type: ignore[assignment]
         return comp
 
     return make

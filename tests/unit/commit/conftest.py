@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from outbox_twin import MemoryOutbox
 
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.config import Settings
 from ctxpipe.core.errors import LLMError
-from ctxpipe.core.models import CommitOptions, OutboxEvent
+from ctxpipe.core.models import CommitOptions
 from ctxpipe.core.session import RequestContext
 from ctxpipe.providers.base import run_sync
 from ctxpipe.providers.rules import RulesLLM
@@ -38,22 +39,6 @@ class FailingLLM:
         return run_sync(self.complete_json(*a, **k))
 
 
-class ListOutbox:
-    """Records registered events and, like the real table, ignores a repeated event id."""
-
-    def __init__(self, fail: bool = False) -> None:
-        self.events: dict[str, OutboxEvent] = {}
-        self.fail = fail
-
-    def append_batch(self, events: list[OutboxEvent]) -> list[OutboxEvent]:
-        if self.fail:
-            raise ConnectionError("outbox database unreachable")
-        new = [e for e in events if e.event_id not in self.events]
-        for e in new:
-            self.events[e.event_id] = e
-        return new
-
-
 @pytest.fixture
 def unit_settings(tmp_path: Path) -> Settings:
     return Settings(fs_root=tmp_path / "fs", var_dir=tmp_path / "var")
@@ -64,7 +49,7 @@ def make_components(unit_settings: Settings) -> Callable[..., CommitComponents]:
     def make(llm: Any = None, outbox: Any = None, **kw: Any) -> CommitComponents:
         rt = Runtime(unit_settings, llm=llm or RulesLLM(), use_database=False)
         comp = rt.components()
-        comp.outbox = outbox if outbox is not None else ListOutbox()
+        comp.outbox = outbox if outbox is not None else MemoryOutbox()
         for k, v in kw.items():
             setattr(comp, k, v)
         return comp

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SESSION_1, SESSION_2, FailingLLM, ListOutbox, commit, request, snapshot
+from conftest import SESSION_1, SESSION_2, FailingLLM, commit, request, snapshot
+from outbox_twin import MemoryOutbox
 
 from ctxpipe.commit.context_writer import ContextWriter
 from ctxpipe.core.enums import CommitStatus, ExtractorStatus
@@ -75,7 +76,7 @@ def test_write_failure_of_one_node_is_partial(make_components, monkeypatch):
 
 
 def test_outbox_failure_keeps_commit_successful(make_components):
-    comp = make_components(outbox=ListOutbox(fail=True))
+    comp = make_components(outbox=MemoryOutbox(fail=True))
     result = commit(comp, request(SESSION_1))
     assert result.status is CommitStatus.SUCCESS
     assert result.stats.outbox_events_queued == 0

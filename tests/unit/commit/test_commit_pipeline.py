@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from conftest import SESSION_1, SESSION_2, TOOLS, ListOutbox, commit, request, snapshot
+from conftest import SESSION_1, SESSION_2, TOOLS, commit, request, snapshot
+from outbox_twin import MemoryOutbox
 
 from ctxpipe.core.enums import CommitStatus, ExtractorStatus, MemoryCategory, WriteAction
 from ctxpipe.core.models import CommitOptions
@@ -13,7 +14,7 @@ def written_uris(result) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 def test_commit_creates_memories_archive_relations_and_events(make_components):
-    outbox = ListOutbox()
+    outbox = MemoryOutbox()
     comp = make_components(outbox=outbox)
     result = commit(comp, request(SESSION_1, tools=TOOLS))
 
@@ -51,7 +52,7 @@ def test_commit_creates_memories_archive_relations_and_events(make_components):
 
 
 def test_same_commit_id_twice_is_byte_for_byte_idempotent(make_components, unit_settings):
-    outbox = ListOutbox()
+    outbox = MemoryOutbox()
     comp = make_components(outbox=outbox)
     first = commit(comp, request(SESSION_1, tools=TOOLS))
     before = snapshot(unit_settings.fs_root)
@@ -160,7 +161,7 @@ def test_every_phase_rerun_with_the_same_input_changes_nothing(make_components, 
     from ctxpipe.commit import phases, register
     from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
 
-    outbox = ListOutbox()
+    outbox = MemoryOutbox()
     comp = make_components(outbox=outbox)
     req = request(SESSION_1, tools=TOOLS, commit_id="redeliver")
 

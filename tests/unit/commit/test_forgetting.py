@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
-from conftest import ListOutbox, ctx
+from conftest import ctx
+from outbox_twin import MemoryOutbox
 
 from ctxpipe.core.config import ForgettingConfig
 from ctxpipe.core.enums import MemoryCategory, WriteAction
@@ -97,7 +98,7 @@ def test_run_removes_with_tombstone_and_event_dry_run_changes_nothing(make_compo
     comp = make_components()
     uri = f"{EVENTS}/trip"
     write(comp, uri, "Went to Porto", MemoryCategory.EVENTS)
-    outbox = ListOutbox()
+    outbox = MemoryOutbox()
     f = forgetter(comp, ForgettingConfig(ttl_days={"events": 1}), days=5, outbox=outbox)
     dry = f.run(dry_run=True)
     assert [d["uri"] for d in dry["forgotten"]] == [uri]

@@ -8,10 +8,11 @@ import os
 from pathlib import Path
 
 import pytest
+from outbox_twin import MemoryOutbox
 from portability_world import ANN, NODES, populate, tree_bytes
 
 from ctxpipe.core.enums import OutboxEventType
-from ctxpipe.core.models import ContextNode, OutboxEvent
+from ctxpipe.core.models import ContextNode
 from ctxpipe.fs import ContextFS, LocalOwnerLock
 from ctxpipe.portability import (
     Importer,
@@ -25,18 +26,6 @@ from ctxpipe.portability import (
 BISCUIT = f"{ANN}/entities/biscuit"
 
 
-class SetOutbox:
-    """The outbox's append: deterministic ids, an id already there is not added again."""
-
-    def __init__(self) -> None:
-        self.events: dict[str, OutboxEvent] = {}
-
-    def append_batch(self, events: list[OutboxEvent]) -> list[OutboxEvent]:
-        new = [e for e in events if e.event_id not in self.events]
-        self.events.update((e.event_id, e) for e in new)
-        return new
-
-
 @pytest.fixture
 def dump(tmp_path: Path) -> Path:
     src = populate(ContextFS(tmp_path / "src"))
@@ -46,7 +35,7 @@ def dump(tmp_path: Path) -> Path:
     return path
 
 
-def importer(root: Path, outbox: SetOutbox | None = None, replace: bool = False) -> Importer:
+def importer(root: Path, outbox: MemoryOutbox | None = None, replace: bool = False) -> Importer:
     return Importer(ContextFS(root), LocalOwnerLock(root), outbox, replace=replace)
 
 
@@ -55,7 +44,7 @@ def run(imp: Importer, path: Path, account: str | None = None):  # type: ignore[
 
 
 def test_a_fresh_fs_gets_every_node_byte_for_byte(dump: Path, tmp_path: Path) -> None:
-    outbox = SetOutbox()
+    outbox = MemoryOutbox()
     report = run(importer(tmp_path / "dst", outbox), dump)
     assert (report.written, report.sessions, report.conflicts) == (len(NODES), 2, 0)
     assert tree_bytes(tmp_path / "dst") == tree_bytes(tmp_path / "src")
@@ -75,7 +64,7 @@ def test_a_fresh_fs_gets_every_node_byte_for_byte(dump: Path, tmp_path: Path) ->
 
 
 def test_importing_twice_changes_nothing(dump: Path, tmp_path: Path) -> None:
-    outbox = SetOutbox()
+    outbox = MemoryOutbox()
     run(importer(tmp_path / "dst", outbox), dump)
     before = tree_bytes(tmp_path / "dst")
     meta = tmp_path / "dst" / "acme/users/ann/memories/entities/biscuit/.meta.json"
@@ -93,7 +82,7 @@ def test_an_interrupted_import_is_finished_by_running_it_again(dump: Path, tmp_p
     half = tmp_path / "half.jsonl"
     half.write_text("".join(lines[:4]))
     run(importer(tmp_path / "dst"), half)  # and no outbox: its events never got out
-    outbox = SetOutbox()
+    outbox = MemoryOutbox()
     report = run(importer(tmp_path / "dst", outbox), dump)
     assert report.unchanged == 4 and report.conflicts == 0
     assert sorted(
@@ -111,7 +100,7 @@ def test_a_node_that_differs_is_a_conflict_unless_replace(dump: Path, tmp_path: 
     assert report.written == len(NODES) - 1
     after = tree_bytes(tmp_path / "dst")
     assert {k: v for k, v in after.items() if "biscuit" in k} == mine  # left as it was
-    outbox = SetOutbox()
+    outbox = MemoryOutbox()
     report = run(importer(tmp_path / "dst", outbox, replace=True), dump)
     assert (report.written, report.conflicts) == (1, 0)
     assert tree_bytes(tmp_path / "dst") == tree_bytes(tmp_path / "src")

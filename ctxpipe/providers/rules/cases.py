@@ -1,13 +1,10 @@
 """Cases: a user problem, the assistant's solution, and the user's verdict.
 
-A USER message opens a case when it states a problem (error/exception names, "fails",
-"crashes", "doesn't work", "how do I …", "stuck", "timeout"…). Following ASSISTANT messages are
-solution attempts; a USER rejection ("still getting …", "didn't work") discards the current
-attempt (kept as a rejected attempt), a USER confirmation ("that worked", "fixed", "that did
-it") closes the case with the latest attempt as the solution. A user who reports their own fix
-("fixed it by …", "turned out …") is the solution. Unconfirmed cases are kept with lower
-confidence; problems with no attempted solution are not cases (they stay `unresolved` in the
-archive).
+A USER message that states a problem (an exception name, "fails", "how do I …") opens a case;
+the ASSISTANT messages after it are solution attempts. A USER rejection ("didn't work") keeps
+the current attempt as rejected; a USER confirmation ("that worked") closes the case with the
+latest attempt as the solution, or with the user's own fix ("fixed it by …"). Unconfirmed cases
+get a lower confidence; a problem with no attempt is no case (it stays `unresolved`).
 """
 
 from __future__ import annotations
@@ -85,15 +82,10 @@ def _solution_summary(msg: Msg, max_words: int = 30) -> str:
     scored: list[tuple[float, int, str]] = []
     for i, s in enumerate(msg.sentences):
         first = (tokenize(s) or [""])[0]
-        score = 0.0
-        if verb_lemma(first) == first or first in {"then", "also"}:  # an imperative
-            score += 2
-        if ADVICE_RE.search(s):
-            score += 1
-        if "`" in s or re.search(r"\w+\.\w+\(|--\w+|=\d", s):
-            score += 0.5
-        if s.endswith("?"):
-            score -= 2
+        imperative = verb_lemma(first) == first or first in {"then", "also"}
+        code = "`" in s or bool(re.search(r"\w+\.\w+\(|--\w+|=\d", s))
+        advice = bool(ADVICE_RE.search(s))
+        score = 2.0 * imperative + advice + 0.5 * code - 2 * s.endswith("?")
         scored.append((score, i, s))
     best = sorted(scored, key=lambda x: (-x[0], x[1]))[:2]
     chosen = [s for score, _, s in sorted(best, key=lambda x: x[1]) if score > 0]
@@ -136,8 +128,6 @@ def find_cases(messages: list[Msg]) -> list[Case]:
         if current is not None and CONFIRM_RE.search(text) and not REJECT_RE.search(text):
             current.confirmation = msg
             current.self_fix = bool(SELF_FIX_RE.search(text)) and not current.attempts
-            if current.solution is not None:
-                cases.append(current)
             current = None
         problems = problem_sentences(msg)
         if problems:
@@ -145,12 +135,9 @@ def find_cases(messages: list[Msg]) -> list[Case]:
                 current.more.append(msg)  # the user is still describing the same problem
                 current.problem_text += " " + " ".join(problems)
                 continue
-            if current is not None and current.solution is not None:
-                cases.append(current)
             current = Case(msg, " ".join(problems))
-    if current is not None and current.solution is not None:
-        cases.append(current)
-    return cases
+            cases.append(current)
+    return [case for case in cases if case.solution is not None]  # an attempt, or the user's fix
 
 
 def case_memory(case: Case) -> dict[str, Any]:
@@ -161,7 +148,7 @@ def case_memory(case: Case) -> dict[str, Any]:
     refs = [case.problem.id] + [m.id for m in case.more]
     overview = [f"- problem: {problem_short} [{', '.join(refs)}]"]
     content = [
-        f"Problem [{m.id}]: {normalize_space(strip_code(m.content)[0])}"
+        f"Problem [{m.id}]: {normalize_space(strip_code(m.content))}"
         for m in [case.problem, *case.more]
     ]
     for attempt, verdict in case.rejected:

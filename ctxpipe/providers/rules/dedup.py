@@ -23,28 +23,19 @@ SIMILAR = 0.85
 NEAR_IDENTICAL = 0.95
 
 
-def _active_text(text: str) -> str:
-    return "\n".join(f.text for f in parse_lines(text) if f.active)
-
-
-def _numbers(tokens: set[str]) -> set[str]:
-    return {t for t in tokens if any(c.isdigit() for c in t)}
-
-
 def dedup_decision(variables: dict[str, Any]) -> dict[str, Any]:
     category = str(variables.get("category") or "")
     sim = float(variables.get("similarity") or 0.0)
     cand = token_set(
         f"{variables.get('candidate_abstract') or ''}\n{variables.get('candidate_content') or ''}"
     )
-    exist = token_set(
-        f"{variables.get('existing_abstract') or ''}\n"
-        f"{_active_text(str(variables.get('existing_content') or ''))}"
-    )
+    existing = parse_lines(str(variables.get("existing_content") or ""))
+    active = "\n".join(ln.text for ln in existing if ln.active)  # superseded lines do not count
+    exist = token_set(f"{variables.get('existing_abstract') or ''}\n{active}")
     j = jaccard(cand, exist)
     cont = containment(cand, exist)
     new = sorted(cand - exist)
-    new_numbers = sorted(_numbers(cand) - _numbers(exist))
+    new_numbers = [t for t in new if any(c.isdigit() for c in t)]
     shown = ", ".join(new[:6]) + ("…" if len(new) > 6 else "")
     numbers = (
         f"similarity {sim:.2f}, Jaccard {j:.2f}, containment {cont:.2f}, "

@@ -14,7 +14,6 @@ writes one line per statement, citing only the message the statement comes from:
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from typing import Any
 
@@ -24,21 +23,11 @@ from ctxpipe.providers.rules.lines import Line, render_lines, synthesize
 from ctxpipe.providers.rules.speech import first_person_subject, lemmas, verb_lemma
 from ctxpipe.providers.rules.statements import MIN_CONTENT, Statement, statements
 from ctxpipe.providers.rules.text import is_question, slugify
-from ctxpipe.providers.rules.topics import ATTITUDE, lemma, main_verb, slot_of, topic_words
+from ctxpipe.providers.rules.topics import ATTITUDE, WORD_RE, lemma, main_verb, slot_of, topic_words
 
 CONFIDENCE = 0.7
 EVENT_SENTENCES = 6  # an event line tells at most this many sentences of its message
-_WORD_RE = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*")
 _DIRECTIVE = ("please", "always", "never", "don't")  # what marks a sentence as a request
-
-
-def _speakers(messages: list[Msg]) -> list[str]:
-    return sorted({m.name for m in messages if m.name})
-
-
-def _subject(messages: list[Msg], user_id: str) -> str:
-    names = [m.name for m in messages if m.is_user and m.name]
-    return names[0] if names else user_id or "the user"
 
 
 def _memory(category: str, key: str, subject: str, found: list[Statement]) -> dict[str, Any]:
@@ -61,9 +50,11 @@ def _memory(category: str, key: str, subject: str, found: list[Statement]) -> di
 
 
 def _load(variables: dict[str, Any]) -> tuple[list[Msg], list[Statement], str]:
+    """The messages, the user's statements and whom they are about (the user's name)."""
     messages = load_messages(variables.get("messages"))
-    found = statements(messages, _speakers(messages))
-    return messages, found, _subject(messages, str(variables.get("user_id") or ""))
+    found = statements(messages, sorted({m.name for m in messages if m.name}))
+    name = next((m.name for m in messages if m.is_user and m.name), None)
+    return messages, found, name or str(variables.get("user_id") or "") or "the user"
 
 
 def extract_profile(variables: dict[str, Any]) -> dict[str, Any]:
@@ -78,7 +69,7 @@ def topic_key(text: str) -> str:
     slot = slot_of(text)
     if slot:
         return slot
-    words = _WORD_RE.findall(text)
+    words = WORD_RE.findall(text)
     verb = main_verb(text)
     after = False
     for w in words[1:]:
@@ -93,13 +84,11 @@ def topic_key(text: str) -> str:
 
 
 def _instruction(msg: Msg, sentence: str) -> Statement | None:
-    """An imperative sentence of the user: a standing instruction to the other party. It
-    opens with a verb in its base form (after "please", "always", "never", "don't") that is
-    not an adverb or adjective as well, and has no subject: no first person, no finite verb.
-    An exclamation is an instruction only with one of those markers ("Wow, that looks
-    great!" is not); an attitude verb without its subject is the speaker's own ("Love that
-    colour!": I love it), not a request."""
-    words = _WORD_RE.findall(sentence)
+    """An imperative sentence of the user: a standing instruction to the other party. It opens
+    with a base-form verb (after "please", "always", "never", "don't") that is not an adverb or
+    adjective or attitude ("Love that colour!" is the speaker's own), and has no subject. An
+    exclamation is one only with one of those markers ("Wow, that looks great!" is not)."""
+    words = WORD_RE.findall(sentence)
     lead = [w for w in words[:3] if w.lower() not in _DIRECTIVE]
     if not lead or is_question(sentence) or len(content_tokens(sentence)) < MIN_CONTENT:
         return None
@@ -107,9 +96,8 @@ def _instruction(msg: Msg, sentence: str) -> Statement | None:
         return None
     first = lead[0].lower()
     pos = lemmas(first)
-    if verb_lemma(first) != first or "ADV" in pos or "ADJ" in pos or first in ("let", "be"):
-        return None
-    if first in ATTITUDE:
+    not_verb = verb_lemma(first) != first or "ADV" in pos or "ADJ" in pos
+    if not_verb or first in ("let", "be") or first in ATTITUDE:
         return None
     finite = {"is", "are", "was", "were", "has", "have", "had", "does", "did", "will"}
     if first_person_subject(sentence) or finite & {w.lower() for w in words[1:]}:
@@ -133,21 +121,18 @@ def extract_preferences(variables: dict[str, Any]) -> dict[str, Any]:
 
 def extract_entity_event(variables: dict[str, Any]) -> dict[str, Any]:
     _, found, subject = _load(variables)
-    memories: list[dict[str, Any]] = []
     by_name: dict[str, list[Statement]] = defaultdict(list)
     by_msg: dict[str, list[Statement]] = defaultdict(list)
     for s in found:
         by_msg[s.msg.id].append(s)
         for name in s.names:
             by_name[name].append(s)
-    for name, group in by_name.items():
-        memories.append(_memory("entities", slugify(name), name, group))
+    memories = [_memory("entities", slugify(name), name, g) for name, g in by_name.items()]
     for group in by_msg.values():
         events = [s for s in group if s.kind == "events"]
         if not events:
             continue
-        # what happened is told by the whole message: one line of its statements, dated by
-        # the first event's date
+        # what happened is told by the whole message: one line, dated by its first event
         first = events[0]
         text = " ".join(list(dict.fromkeys(s.told or s.text for s in group))[:EVENT_SENTENCES])
         told = Statement(first.msg, text, "events", first.verb, first.day, first.names)

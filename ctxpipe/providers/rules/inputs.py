@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime
+from functools import cached_property
 from typing import Any
 
 from ctxpipe.providers.rules.text import split_sentences
@@ -29,15 +30,12 @@ def parse_time(value: Any) -> datetime | None:
     if isinstance(value, date):
         return datetime(value.year, value.month, value.day)
     text = str(value).strip()
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
+    for iso in (text, text[:10]):
         try:
-            return datetime.fromisoformat(text[:10])
+            return datetime.fromisoformat(iso)
         except ValueError:
-            return None
+            pass
+    return None
 
 
 @dataclass
@@ -48,13 +46,10 @@ class Msg:
     index: int
     name: str | None = None
     created_at: datetime | None = None
-    _sentences: list[str] | None = field(default=None, repr=False)
 
-    @property
+    @cached_property
     def sentences(self) -> list[str]:
-        if self._sentences is None:
-            self._sentences = split_sentences(self.content)
-        return self._sentences
+        return split_sentences(self.content)
 
     @property
     def is_user(self) -> bool:
@@ -122,11 +117,3 @@ def load_tools(raw: Any) -> list[Tool]:
             )
         )
     return out
-
-
-def anchor_for(msg: Msg, session_time: Any) -> date | None:
-    """The date relative expressions in `msg` are resolved against."""
-    if msg.created_at is not None:
-        return msg.created_at.date()
-    st = parse_time(session_time)
-    return st.date() if st else None

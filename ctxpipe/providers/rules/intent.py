@@ -5,9 +5,8 @@
   when what follows starts a new question (wh-word, auxiliary verb or request verb);
 - pronouns (he/she/him/her/his/it/its/they/them/their) are resolved against the names in the
   recent messages (most recent first; people for he/she, non-people for it);
-- context_type: `skill` for "how do I use X", tool/command/CLI/API words or snake_case tool
-  names; `resource` for docs/documentation/file/spec/readme/manual/guide/wiki/paper; else
-  `memory`;
+- context_type: `skill` for "how do I use X", tool words or snake_case tool names; `resource`
+  for documents (docs, spec, readme, wiki, paper…); else `memory`;
 - priority: 1 (highest) for the first sub-query, then 2, 3… in the order they were asked.
 """
 
@@ -16,11 +15,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ctxpipe.core.text import STOPWORDS, content_tokens, normalize_space, tokenize
+from ctxpipe.core.text import STOPWORDS, content_tokens, normalize_space
 from ctxpipe.providers.rules.inputs import load_messages
 from ctxpipe.providers.rules.speech import verb_lemma
 from ctxpipe.providers.rules.statements import names_in
-from ctxpipe.providers.rules.text import CHITCHAT, split_sentences
+from ctxpipe.providers.rules.text import is_chitchat, split_sentences
 
 STARTERS = (
     r"what|what's|where|when|who|whom|whose|why|how|which|do|does|did|is|are|was|were|can|"
@@ -41,50 +40,21 @@ RESOURCE_RE = re.compile(
     r"page|paper|papers|reference|handbook|runbook|design doc|notes|slides)\b",
     re.I,
 )
-INTENTS: list[tuple[str, re.Pattern[str]]] = [
-    (
-        "recall_preference",
-        re.compile(
-            r"\b(?:prefer\w*|like|likes|favou?rite|hate|style|"
-            r"rather)\b",
-            re.I,
-        ),
-    ),
-    (
-        "recall_profile",
-        re.compile(
-            r"\b(?:my (?:job|role|name|title|stack)|where do i (?:live|"
-            r"work)|who am i|about me)\b",
-            re.I,
-        ),
-    ),
-    (
-        "recall_event",
-        re.compile(
-            r"\b(?:when|what happened|last (?:week|time|month)|yesterday|"
-            r"date|did (?:i|we))\b",
-            re.I,
-        ),
-    ),
-    (
-        "recall_solution",
-        re.compile(
-            r"\b(?:fix|fixed|error|issue|bug|problem|solve|solution|"
-            r"fail\w*)\b",
-            re.I,
-        ),
-    ),
-]
+INTENTS = {  # the first label whose words a memory query has
+    "recall_preference": r"prefer\w*|like|likes|favou?rite|hate|style|rather",
+    "recall_profile": r"my (?:job|role|name|title|stack)|where do i (?:live|work)|who am i|"
+    r"about me",
+    "recall_event": r"when|what happened|last (?:week|time|month)|yesterday|date|did (?:i|we)",
+    "recall_solution": r"fix|fixed|error|issue|bug|problem|solve|solution|fail\w*",
+}
+_INTENT_RES = {label: re.compile(rf"\b(?:{words})\b", re.I) for label, words in INTENTS.items()}
 PRONOUNS = {
     "he": "person", "him": "person", "his": "person", "she": "person", "her": "person",
     "it": "thing", "its": "thing", "they": "any", "them": "any", "their": "any",
 }  # fmt: skip
 _PRONOUN_RE = re.compile(r"\b(he|him|his|she|her|it|its|they|them|their)\b(\s+\w+)?", re.I)
-
-
-def is_chitchat(text: str) -> bool:
-    toks = [t.strip("'") for t in tokenize(text) if any(c.isalnum() for c in t)]
-    return not toks or all(t in CHITCHAT or t in STOPWORDS for t in toks)
+_KIN_BEFORE = re.compile(r"\b(?:my|our)\s+[a-z-]+(?:\s+[a-z-]+)?,?\s*$", re.I)
+_NEXT_WORD = re.compile(r"^\s*('s\b|[a-z]+)")
 
 
 def split_compound(query: str) -> list[str]:
@@ -105,10 +75,6 @@ def recent_names(recent: Any) -> list[tuple[str, str]]:
         for s in reversed(msg.sentences):
             found = _add_names(found, s)
     return found
-
-
-_KIN_BEFORE = re.compile(r"\b(?:my|our)\s+[a-z-]+(?:\s+[a-z-]+)?,?\s*$", re.I)
-_NEXT_WORD = re.compile(r"^\s*('s\b|[a-z]+)")
 
 
 def _is_person(before: str, after: str) -> bool:
@@ -142,12 +108,10 @@ def resolve_pronouns(text: str, names: list[tuple[str, str]]) -> tuple[str, list
     present = {n.lower() for n, _ in names if n.lower() in text.lower()}
 
     def pick(kind: str) -> str | None:
-        if kind == "any":
-            return names[0][0] if names else None
-        typed = [n for n, k in names if k == kind]
-        if typed:
-            return typed[0]
-        return names[0][0] if names and kind == "thing" else None
+        """The most recent name of that kind; a thing may be any name, a person may not."""
+        latest = names[0][0] if names else None
+        typed = next((n for n, k in names if k == kind), None)
+        return latest if kind == "any" else typed or (latest if kind == "thing" else None)
 
     def repl(m: re.Match[str]) -> str:
         pron, tail = m.group(1), m.group(2) or ""
@@ -165,23 +129,14 @@ def resolve_pronouns(text: str, names: list[tuple[str, str]]) -> tuple[str, list
     return _PRONOUN_RE.sub(repl, text), notes
 
 
-def classify(text: str) -> str:
+def classify(text: str) -> tuple[str, str]:
+    """(context type, intent) of a sub-query."""
     if SKILL_RE.search(text):
-        return "skill"
+        return "skill", "tool_usage"
     if RESOURCE_RE.search(text):
-        return "resource"
-    return "memory"
-
-
-def intent_label(text: str, context_type: str) -> str:
-    if context_type == "skill":
-        return "tool_usage"
-    if context_type == "resource":
-        return "find_resource"
-    for label, pattern in INTENTS:
-        if pattern.search(text):
-            return label
-    return "recall_fact"
+        return "resource", "find_resource"
+    label = next((label for label, p in _INTENT_RES.items() if p.search(text)), "recall_fact")
+    return "memory", label
 
 
 def intent_analysis(variables: dict[str, Any]) -> dict[str, Any]:
@@ -203,14 +158,10 @@ def intent_analysis(variables: dict[str, Any]) -> dict[str, Any]:
             continue
         seen.add(key)
         notes.extend(n)
-        ctype = classify(resolved)
+        ctype, intent = classify(resolved)
+        priority = min(5, len(queries) + 1)
         queries.append(
-            {
-                "query": resolved,
-                "context_type": ctype,
-                "intent": intent_label(resolved, ctype),
-                "priority": min(5, len(queries) + 1),
-            }
+            {"query": resolved, "context_type": ctype, "intent": intent, "priority": priority}
         )
         if len(queries) >= max_q:
             break

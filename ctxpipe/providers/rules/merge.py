@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -41,10 +41,12 @@ _KEY_RE = re.compile(r"^([a-z][a-z ]{0,30}):\s")
 
 @dataclass(frozen=True)
 class _Features:
+    """What a line's text says (computed once per distinct text)."""
+
+    text: str
     tokens: frozenset[str]
     topic: frozenset[str]
-    slot: str | None
-    slots: tuple[str, ...]
+    slots: tuple[str, ...]  # the single-valued attributes it sets, the one it is about first
     negated: bool
     change: bool
     key: str | None
@@ -57,9 +59,9 @@ def _features(text: str) -> _Features:
     reversed_verb = verb[:3] == "dis" and verb_lemma(verb[3:]) == verb[3:]
     key = _KEY_RE.match(text)
     return _Features(
+        text,
         frozenset(token_set(text)),
         frozenset(topic_words(text)),
-        slot_of(text),
         slots_of(text),
         is_negated(text) != reversed_verb,
         is_change(text),
@@ -67,46 +69,28 @@ def _features(text: str) -> _Features:
     )
 
 
-class _Facts:
-    """A line and what it says (computed once per distinct text)."""
-
-    def __init__(self, line: Line) -> None:
-        self.line = line
-        f = _features(line.text)
-        self.tokens, self.topic, self.slot, self.slots = f.tokens, f.topic, f.slot, f.slots
-        self.negated, self.change, self.key = f.negated, f.change, f.key
-
-
-def same_statement(old: _Facts, new: _Facts) -> bool:
+def same_statement(old: _Features, new: _Features) -> bool:
     if old.negated != new.negated:
         return False
     if not old.tokens or not new.tokens:
-        return old.line.text.lower() == new.line.text.lower()
+        return old.text.lower() == new.text.lower()
     return (
         jaccard(old.tokens, new.tokens) >= NEAR_JACCARD or containment(new.tokens, old.tokens) == 1
     )
 
 
-def same_topic(old: _Facts, new: _Facts, owner: frozenset[str] = frozenset()) -> bool:
-    """Are two lines about the same thing? Their topic words (the memory owner's name aside:
-    every line of a memory is about its owner) overlap by half or more (Dice: twice the shared
-    words over both counts) — one common word ("keep", "feel", "work") between two lines that
-    say different things is not a topic."""
+def same_topic(old: _Features, new: _Features, owner: frozenset[str] = frozenset()) -> bool:
+    """Do their topic words (the memory owner's name aside) overlap by half or more (Dice)?
+    One common word ("keep", "feel", "work") between two lines is not a topic."""
     a, b = old.topic - owner, new.topic - owner
     return bool(a & b) and 4 * len(a & b) >= len(a) + len(b)
 
 
-def supersedes(old: _Facts, new: _Facts, owner: frozenset[str] = frozenset()) -> bool:
-    """Does `new` contradict or replace `old` (both valid lines of one owner and category)?
-
-    - the single-valued attribute the old line states (home, work, name, response style) set
-      by the new one (among others) to a value the old line does not state (a topic word it
-      lacks);
-    - the same topic (`same_topic`) with a reversal: the polarity flips (a negation on one
-      side only) or the new line says it is a change ("anymore", "no longer", "now",
-      "instead", "stopped", "switched" …).
-    """
-    if old.slot is not None and old.slot in new.slots:
+def supersedes(old: _Features, new: _Features, owner: frozenset[str] = frozenset()) -> bool:
+    """Does `new` contradict or replace `old` (valid lines of one owner and category)? It sets
+    the single-valued attribute the old line states to a value the old line lacks, or it is
+    on the same topic with a reversal: the polarity flips or it says it is a change."""
+    if old.slots and old.slots[0] in new.slots:
         return bool(new.topic - old.topic) or old.negated != new.negated
     if not same_topic(old, new, owner):
         return False
@@ -114,17 +98,16 @@ def supersedes(old: _Facts, new: _Facts, owner: frozenset[str] = frozenset()) ->
 
 
 def collapse(lines: list[Line]) -> list[Line]:
-    """One bundle's lines with each statement once, where it was said last (the later
-    statement is the state the bundle ends in), carrying the refs of all its repeats."""
+    """One bundle's lines with each statement once, where it was said last (the state the
+    bundle ends in), carrying the refs of all its repeats."""
     last: dict[tuple[str, bool], Line] = {}
     for ln in lines:
         key = (ln.text, ln.bullet)
         if key in last:
-            merged = last.pop(key)
-            merged.add_refs(ln.refs)
-            last[key] = merged
+            last[key] = last.pop(key)  # moved to the end
+            last[key].add_refs(ln.refs)
         else:
-            last[key] = Line(ln.text, list(ln.refs), ln.evidence, ln.validity, ln.bullet)
+            last[key] = replace(ln, refs=list(ln.refs))
     return list(last.values())
 
 
@@ -133,56 +116,55 @@ def merge_lines(
 ) -> tuple[list[Line], list[str], int, int]:
     """(merged lines, conflicts "old -> new", lines added, lines folded into old ones).
 
-    The bundle is settled first (`collapse`, then its own lines in order: a later line closes
-    an earlier one it replaces), so merging the same bundle twice changes nothing. The valid
-    lines are grouped by their text: a new line is compared once with each distinct
-    statement, however often a memory repeats it. `owner` is whom the memory is about (its
-    name is no topic of its own)."""
+    The bundle is settled first (`collapse`, then its own lines in order), so merging the same
+    bundle twice changes nothing. A new line is compared once with each distinct valid text.
+    `owner` is whom the memory is about (its name is no topic of its own)."""
     new = collapse(new)
     if old:
         new = merge_lines([], new, temporal, owner)[0]
     owner_words = frozenset(
         stem(lemma(w.lower().removesuffix("'s"))) for w in WORD_RE.findall(owner)
     )
-    facts = [_Facts(ln) for ln in old]
-    valid: dict[str, list[_Facts]] = {}
-    for f in facts:
-        if f.line.active and f.line.bullet:
-            valid.setdefault(f.line.text, []).append(f)
+    lines = list(old)
+    valid: dict[str, list[Line]] = {}
+    for ln in lines:
+        if ln.active and ln.bullet:
+            valid.setdefault(ln.text, []).append(ln)
     conflicts: list[str] = []
     added = folded = 0
     # a "key: value" line said once in the bundle is the key's value ("usage:", "status:");
     # a key said several times is a list ("step:", "ok:")
     keys = Counter(k.group(1) for ln in new if (k := _KEY_RE.match(ln.text)))
     for ln in new:
-        n = _Facts(Line(ln.text, list(ln.refs), ln.evidence, ln.validity, ln.bullet))
+        line, n = replace(ln, refs=list(ln.refs)), _features(ln.text)
         if not ln.bullet:
-            if all(f.line.text != ln.text for f in facts):
-                facts.append(n)
+            if all(f.text != ln.text for f in lines):
+                lines.append(line)
                 added += 1
             continue
-        if n.line.active:
-            twin = next((g[0] for g in valid.values() if same_statement(g[0], n)), None)
+        if line.active:
+            same = (g[0] for text, g in valid.items() if same_statement(_features(text), n))
+            twin = next(same, None)
         else:  # closed in the bundle: the same valid line (to be closed again) or closed one
-            twin = valid[n.line.text][0] if n.line.text in valid else None
-            twin = twin or next((f for f in facts if f.line.render() == n.line.render()), None)
+            twin = valid[line.text][0] if line.text in valid else None
+            twin = twin or next((f for f in lines if f.render() == line.render()), None)
         if twin is not None:
-            twin.line.add_refs(n.line.refs)
+            twin.add_refs(line.refs)
             folded += 1
             continue
-        if n.line.active:
+        if line.active:
             for text, group in list(valid.items()):
-                f = group[0]
+                f = _features(text)
                 keyed = n.key is not None and n.key == f.key and keys[n.key] == 1
                 if keyed or (temporal and n.key is None and supersedes(f, n, owner_words)):
                     for g in group:
-                        g.line.close(n.line)
+                        g.close(line)
                     del valid[text]
-                    conflicts.append(f"{text} -> {n.line.text}")
-            valid.setdefault(n.line.text, []).append(n)
-        facts.append(n)
+                    conflicts.append(f"{text} -> {line.text}")
+            valid.setdefault(line.text, []).append(line)
+        lines.append(line)
         added += 1
-    return [f.line for f in facts], conflicts, added, folded
+    return lines, conflicts, added, folded
 
 
 def headline(lines: list[Line]) -> list[Line]:

@@ -9,18 +9,14 @@ A tool-call sequence that repeats (A→B … A→B) is also a pattern when its m
 from __future__ import annotations
 
 import re
+from collections import Counter
+from itertools import pairwise
 from typing import Any
 
 from ctxpipe.core.text import STOPWORDS, normalize_space, tokenize
 from ctxpipe.providers.rules.inputs import Msg, Tool
 from ctxpipe.providers.rules.speech import rewrite
-from ctxpipe.providers.rules.text import (
-    is_bullet,
-    slugify,
-    strip_bullet,
-    strip_code,
-    truncate_words,
-)
+from ctxpipe.providers.rules.text import slugify, strip_code, truncate_words
 
 ROUTINE_RE = re.compile(
     r"\b(?:every time|each time|whenever|usually|typically|normally|as a rule|"
@@ -34,6 +30,7 @@ STEP_SPLIT = re.compile(
     r"finally|lastly|and then|second(?:ly)?|third(?:ly)?)\b,?\s*",
     re.I,
 )
+BULLET_RE = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+")
 LEAD_IN = re.compile(r"^(?P<lead>[^:]{3,80}):\s+(?P<rest>.+)$")
 TITLE_NOISE = frozenset(
     "my our usual normal standard daily routine workflow process plan "
@@ -41,18 +38,12 @@ TITLE_NOISE = frozenset(
 )
 
 
-def _steps_from_text(text: str) -> list[str]:
-    parts = [p.strip(" ,;.") for p in STEP_SPLIT.split(text)]
-    return [p for p in parts if len(p.split()) >= 2]
-
-
 def _steps(msg: Msg) -> tuple[str, list[str]]:
     """(lead-in title, steps) of the first step list in a message ('', []) when none."""
-    prose, _ = strip_code(msg.content)
-    lines = [ln for ln in prose.splitlines() if ln.strip()]
-    bullets = [strip_bullet(ln) for ln in lines if is_bullet(ln)]
+    lines = [ln for ln in strip_code(msg.content).splitlines() if ln.strip()]
+    bullets = [BULLET_RE.sub("", ln).strip() for ln in lines if BULLET_RE.match(ln)]
     if len(bullets) >= 2:
-        lead = next((ln.strip().rstrip(":") for ln in lines if not is_bullet(ln)), "")
+        lead = next((ln.strip().rstrip(":") for ln in lines if not BULLET_RE.match(ln)), "")
         return lead, bullets
     for s in msg.sentences:
         if not re.search(r"\bfirst\b", s, re.I) or not re.search(
@@ -61,7 +52,8 @@ def _steps(msg: Msg) -> tuple[str, list[str]]:
             continue
         m = LEAD_IN.match(s)
         lead, body = (m.group("lead"), m.group("rest")) if m else ("", s)
-        steps = _steps_from_text(body)
+        steps = [p.strip(" ,;.") for p in STEP_SPLIT.split(body)]
+        steps = [p for p in steps if len(p.split()) >= 2]
         if len(steps) >= 2:
             if not lead and not re.match(r"^\s*(?:first|then)\b", steps[0], re.I):
                 lead, steps = steps[0], steps[1:]
@@ -77,10 +69,6 @@ def _title(lead: str, steps: list[str]) -> str:
     return " ".join(first[:3]) or "procedure"
 
 
-def _routine_sentence(msg: Msg) -> str:
-    return next((s for s in msg.sentences if ROUTINE_RE.search(s)), "")
-
-
 def extract_patterns(messages: list[Msg], tools: list[Tool]) -> list[dict[str, Any]]:
     memories: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -88,7 +76,7 @@ def extract_patterns(messages: list[Msg], tools: list[Tool]) -> list[dict[str, A
         if msg.role not in ("user", "assistant"):
             continue
         lead, steps = _steps(msg)
-        routine = _routine_sentence(msg)
+        routine = next((s for s in msg.sentences if ROUTINE_RE.search(s)), "")
         if not steps and not (routine and msg.is_user):
             continue
         if not steps:
@@ -102,12 +90,10 @@ def extract_patterns(messages: list[Msg], tools: list[Tool]) -> list[dict[str, A
             rewrite(normalize_space(s), "the user").text if msg.is_user else normalize_space(s)
             for s in steps
         ]
-        stated = (
-            "user routine"
-            if msg.is_user and routine
-            else ("user procedure" if msg.is_user else "assistant-proposed procedure")
-        )
-        conf = 0.85 if msg.is_user and routine else 0.7 if msg.is_user else 0.6
+        if msg.is_user:
+            stated, conf = ("user routine", 0.85) if routine else ("user procedure", 0.7)
+        else:
+            stated, conf = "assistant-proposed procedure", 0.6
         overview = [f"- kind: {stated}"] + [
             f"- step {i}: {s} [{msg.id}]" for i, s in enumerate(told, 1)
         ]
@@ -130,11 +116,7 @@ def extract_patterns(messages: list[Msg], tools: list[Tool]) -> list[dict[str, A
 
 
 def _tool_sequences(tools: list[Tool]) -> list[dict[str, Any]]:
-    names = [t.name for t in tools]
-    pairs: dict[tuple[str, str], int] = {}
-    for a, b in zip(names, names[1:], strict=False):
-        if a != b:
-            pairs[(a, b)] = pairs.get((a, b), 0) + 1
+    pairs = Counter((a, b) for a, b in pairwise(t.name for t in tools) if a != b)
     out = []
     for (a, b), n in pairs.items():
         refs = [t.message_id for t in tools if t.name in (a, b) and t.message_id]

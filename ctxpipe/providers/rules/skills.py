@@ -18,38 +18,27 @@ from ctxpipe.providers.rules.inputs import Msg, Tool
 from ctxpipe.providers.rules.text import is_breaker, truncate_words
 
 NOISE = frozenset("select from where null none true false output input result results done".split())
+_NUMBER_RE = re.compile(r"[\d.,:%/-]+\w{0,3}")  # 2.50, 30%, 12ms
 
 
 def _keywords(texts: list[str], k: int = 6) -> list[str]:
-    counts: Counter[str] = Counter()
-    first_seen: dict[str, int] = {}
-    for text in texts:
-        for tok in tokenize(text):
-            t = tok.strip("-")
-            if (
-                len(t) < 3
-                or is_breaker(t)
-                or t in NOISE
-                or t.isdigit()
-                or re.fullmatch(r"[\d.,:%/-]+\w{0,3}", t)
-            ):
-                continue
-            counts[t] += 1
-            first_seen.setdefault(t, len(first_seen))
-    ranked = sorted(counts, key=lambda t: (-counts[t], first_seen[t]))
-    return ranked[:k]
-
-
-def _failure_key(error: str) -> str:
-    return re.sub(r"\d+(?:\.\d+)?", "N", normalize_space(error).lower())
+    """The `k` most frequent words (ties: the first seen), numbers and function words aside."""
+    counts = Counter(
+        t
+        for text in texts
+        for t in (tok.strip("-") for tok in tokenize(text))
+        if len(t) >= 3 and not is_breaker(t) and t not in NOISE and not _NUMBER_RE.fullmatch(t)
+    )
+    return [t for t, _ in counts.most_common(k)]
 
 
 def _failures(calls: list[Tool]) -> list[tuple[str, int]]:
+    """(the first error, how many) per error with its numbers left out."""
     groups: dict[str, list[str]] = {}
     for c in calls:
         if not c.success:
             err = normalize_space(c.error or "failed without an error message")
-            groups.setdefault(_failure_key(err), []).append(err)
+            groups.setdefault(re.sub(r"\d+(?:\.\d+)?", "N", err.lower()), []).append(err)
     return [(errs[0], len(errs)) for errs in groups.values()]
 
 

@@ -22,13 +22,9 @@ _TOKEN_RE = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*|\S")
 _SUBJECT = {"i": "", "i'm": "is", "i've": "has", "i'll": "will", "i'd": "would"}
 _PLURAL_SUBJECT = {"we": "", "we're": "are", "we've": "have", "we'll": "will", "we'd": "would"}
 _OTHER = {
-    "myself": "themself",
-    "mine": "theirs",
-    "us": "them",
-    "ourselves": "themselves",
-    "ours": "theirs",
-    "our": "their",
-}
+    "myself": "themself", "mine": "theirs", "us": "them", "ourselves": "themselves",
+    "ours": "theirs", "our": "their",
+}  # fmt: skip
 # the third person of a first-person auxiliary (lemminflect gives "is"/"has"/"does" too, but
 # a negative contraction has no entry)
 _AUX_3RD = {"am": "is", "have": "has", "do": "does", "don't": "doesn't", "haven't": "hasn't"}
@@ -113,6 +109,7 @@ def rewrite(sentence: str, name: str) -> Rewritten:
     out: list[str] = []
     pos = 0
     tokens = list(_TOKEN_RE.finditer(text))
+    words = [t.group(0) for t in tokens]
     owner_named = False
     main_verb = ""
     i = 0
@@ -131,39 +128,26 @@ def rewrite(sentence: str, name: str) -> Rewritten:
             out.append(subject + (f" {aux}" if aux else ""))
             owner_named = True
             if aux:
-                after = [t.group(0) for t in tokens[i + 1 :]]
-                main_verb = main_verb or _chain_verb([word.split("'")[1], *after])
+                main_verb = main_verb or _chain_verb([word.split("'")[1], *words[i + 1 :]])
                 i += 1
                 continue
-            # the verb after the subject and its adverbs
-            j = i + 1
+            j = i + 1  # the verb after the subject and its adverbs
             while j < len(tokens) and _adverb_before_verb(tokens, j):
                 j += 1
-            if j < len(tokens) and plural:
-                main_verb = main_verb or _chain_verb([t.group(0) for t in tokens[j:]])
-            elif j < len(tokens):
-                verb = tokens[j].group(0)
-                low_verb = verb.lower()
-                if low_verb in _AUX_3RD or low_verb.endswith("n't") or verb_lemma(verb):
-                    main_verb = main_verb or _chain_verb([t.group(0) for t in tokens[j:]])
-                    for k in range(i + 1, j):
-                        out.append(text[pos : tokens[k].start()] + tokens[k].group(0))
-                        pos = tokens[k].end()
-                    out.append(text[pos : tokens[j].start()] + third_person(verb))
+            verb = words[j].lower() if j < len(words) else ""
+            if verb and (plural or verb in _AUX_3RD or verb.endswith("n't") or verb_lemma(verb)):
+                main_verb = main_verb or _chain_verb(words[j:])
+                if not plural:  # "we" keeps its verb
+                    out.append(text[pos : tokens[j].start()] + third_person(words[j]))
                     pos = tokens[j].end()
-                    i = j + 1
-                    continue
+                    i = j
             i += 1
             continue
         if low == "my":
-            out.append(f"{name}'s" if not owner_named else "their")
+            out.append("their" if owner_named else f"{name}'s")
             owner_named = True
-        elif low == "me":
-            out.append(name)
-        elif low in _OTHER:
-            out.append(_OTHER[low])
         else:
-            out.append(word)
+            out.append(name if low == "me" else _OTHER.get(low, word))
         i += 1
     out.append(text[pos:])
     negated = any(t.group(0).lower() in _NEGATIONS or t.group(0).endswith("n't") for t in tokens)

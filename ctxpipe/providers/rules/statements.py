@@ -22,7 +22,7 @@ import calendar
 import re
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 
 from ctxpipe.core.dates import resolve
@@ -47,6 +47,22 @@ from ctxpipe.providers.rules.topics import (
 
 MIN_CONTENT = 3  # content words a sentence needs (one fewer when it is about its speaker)
 
+_PRESENT_AUX = frozenset("am is are have has will can do does".split())  # and any "'m", "'ve" …
+_PAST_AUX = frozenset("was were had did could".split())
+_CALENDAR = {*calendar.month_name, *calendar.day_name}  # not names
+_PARTICLE = r"(?:da|de|del|der|di|do|dos|du|la|le|of|the|van|von)"  # inside a name
+_NAME_RUN_RE = re.compile(rf"\b[A-Z][\w'’-]*\.?(?:\s+(?:{_PARTICLE}\s+)?[A-Z][\w'’-]*\.?)*")
+_CLAUSE_RE = re.compile(
+    r"(?:,|;)?\s+(?:and|but|so)\s+(?=(?:I|I'm|I've|I'd|I'll|my)\b)"
+    r"|[;,]\s+(?=(?:I|I'm|I've|I'd|I'll|my)\b)"
+)
+# a clause that opens with one of these is subordinate: the comma after it does not end it
+_SUBORDINATE_RE = re.compile(
+    r"^\W*(?:when|whenever|if|after|before|because|since|as|while|once|until|though|although|"
+    r"every time|each time)\b",
+    re.I,
+)
+
 
 @dataclass
 class Statement:
@@ -58,14 +74,6 @@ class Statement:
     names: list[str] = field(default_factory=list)
     told: str = ""  # the whole sentence it is a clause of, in the third person
     quote: str = ""  # the speaker's own sentence, when the statement is only a clause of it
-
-    @property
-    def line(self) -> str:
-        return f"- {self.text} [{self.msg.id}]"
-
-
-_PRESENT_AUX = frozenset("'m 'm 've 'll 'd am is are have has will can do does".split())
-_PAST_AUX = frozenset("was were had did could".split())
 
 
 def _is_past(sentence: str, verb: str) -> bool:
@@ -95,10 +103,6 @@ def _is_past(sentence: str, verb: str) -> bool:
     return False
 
 
-_PARTICLE = r"(?:da|de|del|der|di|do|dos|du|la|le|of|the|van|von)"  # inside a name
-_NAME_RUN_RE = re.compile(rf"\b[A-Z][\w'’-]*\.?(?:\s+(?:{_PARTICLE}\s+)?[A-Z][\w'’-]*\.?)*")
-
-
 def names_in(
     sentence: str, exclude: Iterable[str] = (), known: AbstractSet[str] = frozenset()
 ) -> list[str]:
@@ -115,7 +119,7 @@ def names_in(
             if len(words) == 1 or lemmas(words[0]) or words[0].lower() in STOPWORDS:
                 words = words[1:]
         words = [w for w in words if not _is_speaker(re.split(r"['’.]", w)[0], skip)]
-        words = [w for w in words if not _calendar_word(w.rstrip("."))]
+        words = [w for w in words if w.rstrip(".") not in _CALENDAR]
         name = " ".join(words).rstrip(".").removesuffix("'s").removesuffix("’s").strip("'’")
         if len(name) > 1 and not name.isupper():
             out.append(name)
@@ -139,22 +143,6 @@ def _is_speaker(word: str, speakers: set[str]) -> bool:
     return low == "i" or any(s == low or (len(low) >= 3 and s.startswith(low)) for s in speakers)
 
 
-def _calendar_word(word: str) -> bool:
-    return word in calendar.month_name or word in calendar.day_name
-
-
-_CLAUSE_RE = re.compile(
-    r"(?:,|;)?\s+(?:and|but|so)\s+(?=(?:I|I'm|I've|I'd|I'll|my)\b)"
-    r"|[;,]\s+(?=(?:I|I'm|I've|I'd|I'll|my)\b)"
-)
-# a clause that opens with one of these is subordinate: the comma after it does not end it
-_SUBORDINATE_RE = re.compile(
-    r"^\W*(?:when|whenever|if|after|before|because|since|as|while|once|until|though|although|"
-    r"every time|each time)\b",
-    re.I,
-)
-
-
 def clauses(sentence: str) -> list[str]:
     """The clauses of a sentence that have their own first-person subject ("I'm a nurse and
     I live in Berlin" → two, the conjunction dropped); a first piece that says nothing of the
@@ -167,17 +155,13 @@ def clauses(sentence: str) -> list[str]:
     ]
     if not cuts:
         return [sentence]
+    ends = [m.start() for m in cuts[1:]] + [len(sentence)]
+    out = [sentence[m.end() : end].strip() for m, end in zip(cuts, ends, strict=True)]
     first = sentence[: cuts[0].start()]
-    out: list[str] = []
     if has_first_person(first) and len(content_tokens(first)) >= 2:
-        out.append(first.strip())
-        lead = ""
-    else:
-        lead = sentence[: cuts[0].end()]
-    for i, m in enumerate(cuts):
-        end = cuts[i + 1].start() if i + 1 < len(cuts) else len(sentence)
-        out.append((lead + sentence[m.end() : end]).strip())
-        lead = ""
+        out.insert(0, first.strip())
+    else:  # it stays with the clause after it
+        out[0] = sentence[: ends[0]].strip()
     return [c for c in out if c]
 
 
@@ -243,13 +227,8 @@ def statements(messages: list[Msg], speakers: list[str]) -> list[Statement]:
             # attribute; else the sentence is kept whole
             kinds = {p.kind for p in parts}
             if kinds in ({"profile"}, {"events"}) and not any(slot_of(p.text) for p in parts):
-                first = parts[0]
-                days = [p.day for p in parts if p.day]
-                parts = [
-                    Statement(
-                        msg, whole, first.kind, first.verb, days[0] if days else None, names, whole
-                    )
-                ]
+                day = next((p.day for p in parts if p.day), None)
+                parts = [replace(parts[0], text=whole, day=day, names=names)]
             for found in parts:
                 found.day = found.day or said_on
                 found.quote = sentence if len(parts) > 1 else ""

@@ -5,11 +5,11 @@
   a word budget derived from `max_tokens`; plus one line about tool use.
 - key_topics: RAKE-style noun phrases (runs of non-stopwords) ranked by frequency × tf-idf
   weight of their words, near-duplicates folded; exception names count as topics.
-- key_decisions: sentences with decision cues (decided, let's, we'll, agreed, going to, chose,
-  settled on, go with…) that are not questions or conditionals.
-- unresolved: user questions never answered later (no later reply sharing enough words),
-  assistant questions the user never replied to, explicit open items ("I still need to…",
-  "not sure yet", a to-do marker), and problems with no later reply.
+- key_decisions: sentences with decision cues ("decided", "let's", "going with") that are not
+  questions or conditionals.
+- unresolved: user questions no later reply shares enough words with, assistant questions the
+  user never replied to, open items ("I still need to…", "not sure yet"), and problems with no
+  later reply.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import re
 from collections import Counter
 from typing import Any
 
-from ctxpipe.core.text import STOPWORDS, content_tokens, normalize_space, stem, tokenize
+from ctxpipe.core.text import content_tokens, normalize_space, stem
 from ctxpipe.providers.rules.cases import EXCEPTION_RE, REJECT_RE, problem_sentences
 from ctxpipe.providers.rules.inputs import Msg, load_messages, load_tools
-from ctxpipe.providers.rules.text import CHITCHAT, is_question, phrases, truncate_words
+from ctxpipe.providers.rules.text import CHITCHAT, is_chitchat, is_question, phrases, truncate_words
 
 DECISION_RE = re.compile(
     r"\b(?:decided|decide to|let's|let us|we'll|we will|agreed|agree to|going to|chose|choose "
@@ -53,14 +53,9 @@ def _weights(messages: list[Msg]) -> dict[str, float]:
     return {w: (1 + math.log(tf[w])) * math.log(1 + n / df[w]) for w in tf}
 
 
-def _is_chitchat(sentence: str) -> bool:
-    toks = [t for t in tokenize(sentence) if any(c.isalnum() for c in t)]
-    return not toks or all(t in CHITCHAT or t in STOPWORDS for t in toks)
-
-
 def _score(msg: Msg, sentence: str, weights: dict[str, float], problems: set[str]) -> float:
     toks = set(content_tokens(sentence))
-    if not toks or _is_chitchat(sentence):
+    if not toks or is_chitchat(sentence):
         return 0.0
     # fsum: exact whatever the order of the set, so equal sentences tie in every process
     score = math.fsum(weights.get(t, 0.0) for t in toks) / math.sqrt(len(toks) + 1)
@@ -121,14 +116,12 @@ def key_topics(messages: list[Msg], weights: dict[str, float], k: int = 6) -> li
                     continue
                 counts[toks] += 1
                 surface.setdefault(toks, p)
-    scored = sorted(
-        counts,
-        key=lambda t: (
-            -(counts[t] * sum(weights.get(w, 0.1) for w in t) / len(t) * (1 + 0.35 * (len(t) - 1)))
-        ),
-    )
+
+    def rank(t: tuple[str, ...]) -> float:
+        return counts[t] * sum(weights.get(w, 0.1) for w in t) / len(t) * (1 + 0.35 * (len(t) - 1))
+
     chosen: list[tuple[str, ...]] = []
-    for t in scored:
+    for t in sorted(counts, key=lambda t: -rank(t)):
         if any(set(t) <= set(c) or set(c) <= set(t) for c in chosen):
             continue
         chosen.append(t)
@@ -138,13 +131,13 @@ def key_topics(messages: list[Msg], weights: dict[str, float], k: int = 6) -> li
 
 
 def key_decisions(messages: list[Msg]) -> list[str]:
-    out: list[str] = []
-    for m in messages:
-        if m.role not in ("user", "assistant"):
-            continue
-        for s in m.sentences:
-            if DECISION_RE.search(s) and not is_question(s) and not CONDITIONAL_RE.search(s):
-                out.append(normalize_space(s))
+    out = [
+        normalize_space(s)
+        for m in messages
+        if m.role in ("user", "assistant")
+        for s in m.sentences
+        if DECISION_RE.search(s) and not is_question(s) and not CONDITIONAL_RE.search(s)
+    ]
     return list(dict.fromkeys(out))[:6]
 
 
@@ -175,7 +168,7 @@ def unresolved(messages: list[Msg]) -> list[str]:
     for pos, m in enumerate(messages):
         later = messages[pos + 1 :]
         for s in m.sentences:
-            if is_question(s) and not _is_chitchat(s) and not _answered(m, s, later):
+            if is_question(s) and not is_chitchat(s) and not _answered(m, s, later):
                 out.append(normalize_space(s))
             elif m.is_user and OPEN_RE.search(s):
                 out.append(normalize_space(s))
@@ -190,14 +183,11 @@ def _tools_line(variables: dict[str, Any]) -> str:
     tools = load_tools(variables.get("tools"))
     if not tools:
         return ""
-    stats: dict[str, list[int]] = {}
-    for t in tools:
-        s = stats.setdefault(t.name, [0, 0])
-        s[0] += 1
-        s[1] += 0 if t.success else 1
+    failed = Counter(t.name for t in tools if not t.success)
     parts = [
-        f"{name} ({n} call{'s' if n != 1 else ''}" + (f", {f} failed)" if f else ")")
-        for name, (n, f) in stats.items()
+        f"{name} ({n} call{'s' if n != 1 else ''}"
+        + (f", {failed[name]} failed)" if failed[name] else ")")
+        for name, n in Counter(t.name for t in tools).items()
     ]
     return "Tools used: " + ", ".join(parts) + "."
 

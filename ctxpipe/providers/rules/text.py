@@ -1,6 +1,6 @@
 """Text helpers of the rules provider that `ctxpipe.core.text` (tokens, Snowball stems, one
 stopword list, pysbd sentences) does not have: code stripping, slugs, noun phrases by part of
-speech (lemminflect), questions."""
+speech (lemminflect), questions, chit-chat."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import unicodedata
 
 from lemminflect import getAllLemmas
 
-from ctxpipe.core.text import STOPWORDS, cased_tokens
+from ctxpipe.core.text import STOPWORDS, cased_tokens, tokenize
 from ctxpipe.core.text import split_sentences as core_split_sentences
 
 CHITCHAT = frozenset(
@@ -20,27 +20,21 @@ CHITCHAT = frozenset(
 )
 _CODE_FENCE_RE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _INLINE_CODE_RE = re.compile(r"`([^`\n]+)`")
-_BULLET_RE = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+")
+_QUESTION_RE = re.compile(
+    r"^(who|what|when|where|why|how|which|do|does|did|can|could|should|would|is|are|will|shall)"
+    r"\b[^.!]*$",
+    re.IGNORECASE,
+)
 
 
-def strip_code(text: str) -> tuple[str, list[str]]:
-    """Split `text` into prose (code fences removed) and the list of fenced code blocks."""
-    blocks = [b.strip("`").strip() for b in _CODE_FENCE_RE.findall(text)]
-    prose = _CODE_FENCE_RE.sub("\n", text)
-    return _INLINE_CODE_RE.sub(lambda m: m.group(1), prose), blocks
+def strip_code(text: str) -> str:
+    """The prose of `text`: code fences removed, inline code kept without its backticks."""
+    return _INLINE_CODE_RE.sub(lambda m: m.group(1), _CODE_FENCE_RE.sub("\n", text))
 
 
 def split_sentences(text: str) -> list[str]:
     """Sentences of `text` without its code fences (`ctxpipe.core.text.split_sentences`)."""
-    return core_split_sentences(strip_code(text)[0])
-
-
-def strip_bullet(line: str) -> str:
-    return _BULLET_RE.sub("", line).strip()
-
-
-def is_bullet(line: str) -> bool:
-    return bool(_BULLET_RE.match(line))
+    return core_split_sentences(strip_code(text))
 
 
 def slugify(text: str, max_words: int = 6) -> str:
@@ -82,14 +76,12 @@ def phrases(sentence: str, max_len: int = 4) -> list[str]:
 
 
 def is_question(sentence: str) -> bool:
+    """Ends with a question mark, or opens with a question word and has no '.' or '!'."""
     s = sentence.strip()
-    if s.endswith(("?", "？")):
-        return True
-    return bool(
-        re.match(
-            r"^(who|what|when|where|why|how|which|do|does|did|can|could|should|would|is|are|"
-            r"will|shall)\b[^.!]*$",
-            s,
-            re.IGNORECASE,
-        )
-    ) and not s.endswith((".", "!"))
+    return s.endswith(("?", "？")) or bool(_QUESTION_RE.match(s))
+
+
+def is_chitchat(text: str) -> bool:
+    """Nothing but greetings, thanks, acknowledgements and stopwords."""
+    toks = [t for t in tokenize(text) if any(c.isalnum() for c in t)]
+    return not toks or all(t in CHITCHAT or t in STOPWORDS for t in toks)

@@ -12,7 +12,6 @@ share a topic when they share one.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from functools import lru_cache
 
 from ctxpipe.core.dates import strip_dates
@@ -29,16 +28,24 @@ SLOTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset("job employer career profession occupation".split()),
     ),
     "name": (frozenset({"call"}), frozenset({"name"})),
-    "response style": (
-        frozenset(),
-        frozenset("answer reply response explanation summary".split()),
-    ),
+    "response style": (frozenset(), frozenset("answer reply response explanation summary".split())),
 }
 # words that say a statement replaces an earlier one on its topic
 CHANGE_CUES = ("anymore", "any more", "no longer", "now", "instead", "these days", "nowadays")
 CHANGE_VERBS = frozenset("stop quit switch change leave become".split())
+_CHANGE_CUE_RE = re.compile(rf"\b(?:{'|'.join(CHANGE_CUES)})\b")
 WORD_RE = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*")
 _GENERIC = frozenset("be have do get go make take thing lot really".split())
+# no topic: attitudes, generic verbs, change cues, function words
+_NOT_TOPICS = ATTITUDE | _GENERIC | CHANGE_VERBS | STOPWORDS | {"user", "others"}
+_NOT_TOPICS |= {c for cue in CHANGE_CUES for c in cue.split()}
+
+_SUBJECT_WORDS = frozenset({"the", "user", "and", "others", "they"})
+# what someone is at an organisation: "is a nurse at St. Mary's", "is Alice, a data engineer at"
+_ROLE_AT_RE = re.compile(r"\b(?:is|was|am)\b[^.;]*?\ban?\s+(?:[\w-]+\s+){0,3}?at\s+[A-Z]")
+# a noun the subject owns ("the user's job", "their new job")
+_OWN_RE = re.compile(r"(?:'s|\btheir)\s+([a-z]+)(?:\s+([a-z]+))?")
+_EMPLOYMENT_LINKS = frozenset({"at", "for", "as", "in"})
 
 
 @lru_cache(maxsize=65536)
@@ -57,9 +64,6 @@ def lemma(word: str) -> str:
 
 def word_lemmas(text: str) -> set[str]:
     return {lemma(w) for w in WORD_RE.findall(text.replace("\u2019", "'"))}
-
-
-_SUBJECT_WORDS = frozenset({"the", "user", "and", "others", "they"})
 
 
 def subject_verb(text: str) -> tuple[str, bool]:
@@ -96,12 +100,6 @@ def subject_verb(text: str) -> tuple[str, bool]:
 def main_verb(text: str) -> str:
     """The lemma of the main verb of a third-person statement ("" when none is found)."""
     return subject_verb(text)[0]
-
-
-# what someone is at an organisation: "is a nurse at St. Mary's", "is Alice, a data engineer at"
-_ROLE_AT_RE = re.compile(r"\b(?:is|was|am)\b[^.;]*?\ban?\s+(?:[\w-]+\s+){0,3}?at\s+[A-Z]")
-# a noun the subject owns ("the user's job", "their new job")
-_OWN_RE = re.compile(r"(?:'s|\btheir)\s+([a-z]+)(?:\s+([a-z]+))?")
 
 
 def verbs_of(text: str) -> set[str]:
@@ -160,23 +158,18 @@ def slots_of(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-_EMPLOYMENT_LINKS = frozenset({"at", "for", "as", "in"})
-
-
 def _employment(text: str, verbs: set[str]) -> bool:
     """Does a work verb of `text` state an employment ("works as a nurse", "joined Stripe",
     "leads a team at Initech") rather than an activity ("working on my confidence", "managing
     my social media")? Within the few words after it comes an organisation (a capitalised
     name) or a preposition that links a job to its place (at, for, as, in)."""
     words = WORD_RE.findall(text)
-    for i, w in enumerate(words):
-        if verb_lemma(w) not in verbs:
-            continue
-        after = words[i + 1 : i + 7]
-        if any(a.lower() in _EMPLOYMENT_LINKS or a[:1].isupper() for a in after):
-            if not (after and after[0].lower() == "on"):  # "work on X": an activity
-                return True
-    return False
+    return any(
+        verb_lemma(w) in verbs
+        and any(a.lower() in _EMPLOYMENT_LINKS or a[:1].isupper() for a in words[i + 1 : i + 7])
+        and words[i + 1].lower() != "on"  # "work on X": an activity
+        for i, w in enumerate(words)
+    )
 
 
 def _owner_is_subject(text: str, m: re.Match[str]) -> bool:
@@ -189,9 +182,7 @@ def _owner_is_subject(text: str, m: re.Match[str]) -> bool:
 
 
 def is_change(text: str) -> bool:
-    low = f" {text.lower()} "
-    cue = any(re.search(rf"\b{c}\b", low) for c in CHANGE_CUES)
-    return cue or main_verb(text) in CHANGE_VERBS
+    return bool(_CHANGE_CUE_RE.search(text.lower())) or main_verb(text) in CHANGE_VERBS
 
 
 def is_negated(text: str) -> bool:
@@ -199,20 +190,15 @@ def is_negated(text: str) -> bool:
     return bool(re.search(r"\b(?:not|never|no longer|no more)\b|n't\b", low))
 
 
-def topic_words(text: str, names: Iterable[str] = ()) -> set[str]:
-    """Stems of the lemmas of what `text` is about (attitudes, auxiliaries, cues, names and
-    function words left out)."""
-    skip = {n.lower() for name in names for n in name.split()}
-    skip |= ATTITUDE | _GENERIC | CHANGE_VERBS | set(STOPWORDS)
-    skip |= {c for cue in CHANGE_CUES for c in cue.split()} | {"user", "others"}
+def topic_words(text: str) -> set[str]:
+    """Stems of the lemmas of what `text` is about (attitudes, auxiliaries, change cues, the
+    subject's name and function words left out)."""
     words = WORD_RE.findall(strip_dates(text).replace("\u2019", "'"))
+    skip = set(_NOT_TOPICS)
     if words and words[0][:1].isupper():  # the subject's name
         skip.add(words[0].lower().removesuffix("'s"))
     out = set()
-    for w in words:
-        low = w.lower().removesuffix("'s")
-        if low in skip or lemma(low) in skip or low.isdigit() or is_adverb_only(low):
-            continue
-        if low not in skip:
+    for low in (w.lower().removesuffix("'s") for w in words):
+        if not (low in skip or lemma(low) in skip or low.isdigit() or is_adverb_only(low)):
             out.add(stem(lemma(low)))
     return out

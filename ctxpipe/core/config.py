@@ -215,11 +215,13 @@ class Settings(BaseSettings):
     """most tokens (prompt + completion) per minute of the OpenAI-compatible server, counted
     like `llm_requests_per_minute` (a call reserves its prompt's estimate and is charged the
     reply's usage); unset: no limit"""
-    llm_rate_window_s: float = Field(60.0, ge=1.0)
-    """the window (seconds) the LLM request and token limits are counted over; the per-minute
-    limits are scaled to it, rounded down (600 requests per minute over 10 s: at most 100 in
-    any 10 s), and each must stay at least 1. Shorter: a minute's requests are spread out
-    rather than sent in one burst"""
+    llm_rate_window_s: float = Field(60.0, ge=1.0, le=60.0)
+    """the window (seconds, 1 to 60) the LLM request and token limits are counted over; the
+    per-minute limits are scaled to it, rounded down (600 requests per minute over 10 s: at
+    most 100 in any 10 s), and each must stay at least 1. Shorter: a minute's requests are
+    spread out rather than sent in one burst (longer would allow a burst over the provider's
+    per-minute limit). A call larger than the token limit of a window is let through alone
+    when the window is empty, so keep that limit above your largest call"""
     llm_max_concurrency: int | None = Field(None, ge=1)
     """most LLM requests in flight at once across every worker; unset: no cap"""
     llm_max_wait_s: float = Field(30.0, ge=0.0, le=600.0)

@@ -20,6 +20,7 @@ import warnings
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from functools import lru_cache
+from typing import Literal
 
 import dateparser
 
@@ -45,6 +46,17 @@ _SHIFT = {"last": -1, "past": -1, "this": 0, "next": 1}
 _DAY_SHIFT = {"yesterday": -1, "last": -1, "this": 0, "tomorrow": 1}
 
 
+Grain = Literal["day", "week", "weekend", "month", "season", "year"]
+Period = tuple[date, date]  # [first day, day after the last)
+# a span with a direction: its date depends on when it was said, whichever day that was
+DIRECTED = re.compile(r"\b(?:last|next|this|past|ago|yesterday|tomorrow)\b", re.IGNORECASE)
+
+
+def _months_later(day: date, months: int) -> date:
+    index = day.month - 1 + months
+    return date(day.year + index // 12, index % 12 + 1, 1)
+
+
 @dataclass(frozen=True)
 class DateSpan:
     start: int
@@ -52,7 +64,22 @@ class DateSpan:
     text: str
     day: date
     relative: bool
-    grain: str  # "day" | "week" | "weekend" | "month" | "season" | "year"
+    grain: Grain
+
+    def period(self) -> Period | None:
+        """The days the span covers (None for a week, named only roughly: "three weeks ago")."""
+        d = self.day
+        if self.grain == "day":
+            return d, d + timedelta(days=1)
+        if self.grain == "weekend":
+            return d, d + timedelta(days=2)
+        if self.grain == "month":
+            return d.replace(day=1), _months_later(d.replace(day=1), 1)
+        if self.grain == "season":
+            return d, _months_later(d, 3)
+        if self.grain == "year":
+            return date(d.year, 1, 1), date(d.year + 1, 1, 1)
+        return None
 
     def label(self) -> str:
         d, month = self.day, calendar.month_name[self.day.month]
@@ -125,7 +152,7 @@ def _season(name: str, base: date, shift: int) -> date:
     return start(year)
 
 
-def _grain(span: str) -> str:
+def _grain(span: str) -> Grain:
     low = span.lower()
     if any(s in low for s in _SEASONS):
         return "season"
@@ -138,20 +165,28 @@ def _grain(span: str) -> str:
     return "month" if named_month and not re.search(r"\b\d{1,2}(?:st|nd|rd|th)?\b", low) else "day"
 
 
-def find_dates(text: str, said_on: date | None, past: bool = True) -> list[DateSpan]:
+def find_dates(
+    text: str, said_on: date | None, past: bool = True, *, directed_only: bool = False
+) -> list[DateSpan]:
     """The date expressions of `text` that resolve, against the day it was said on (a day
-    without a year, a bare weekday: the last one when `past`, else the next one)."""
+    without a year, a bare weekday: the last one when `past`, else the next one);
+    `directed_only`: only the spans with a direction (`DIRECTED`), relative by construction."""
     base = said_on or date.today()
     out: list[DateSpan] = []
     for m in _DATE_RE.finditer(text):
         span = m.group(0)
         if m.start() == 0 and not re.search(r"\d", span) and span.split()[0] in _MONTH_SET:
             continue  # "May I …", "March on": a sentence-initial month word is a verb
+        if directed_only and not DIRECTED.search(span):
+            continue
         day = _parse(span, base, past)
         if day is None:
             continue
-        other = _parse(span, base - timedelta(days=400), past)
-        relative = other != day and not re.search(r"\d{4}", span)
+        if directed_only:
+            relative = True
+        else:
+            other = _parse(span, base - timedelta(days=400), past)
+            relative = other != day and not re.search(r"\d{4}", span)
         out.append(DateSpan(m.start(), m.end(), span, day, relative, _grain(span)))
     return out
 
@@ -174,4 +209,4 @@ def resolve(text: str, said_on: date | None, past: bool = True) -> tuple[str, da
 
 def strip_dates(text: str) -> str:
     """`text` without its date expressions and the dates written after them."""
-    return _DATE_RE.sub(" ", re.sub(r"\s\((?:the week(?:end)? of )?[\w -]*\d{2,4}\)", " ", text))
+    return _DATE_RE.sub(" ", re.sub(r"\s\([\w ]*\d{4}(?:-\d{2})?\)", " ", text))

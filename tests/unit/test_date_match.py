@@ -10,7 +10,7 @@ import pytest
 
 from ctxpipe.core.dates import find_dates
 from ctxpipe.retrieval.models import CandidateRow
-from ctxpipe.retrieval.units.date_match import line_bonus, period, query_periods
+from ctxpipe.retrieval.units.date_match import line_bonus, query_periods
 from ctxpipe.retrieval.units.sentence_ranking import UnitVectors, explode, rank_sentences
 
 TODAY = date(2024, 3, 6)
@@ -27,7 +27,7 @@ def row(text: str, refs: list[str], ctype: str = "session", **kw: Any) -> Candid
 def test_each_grain_covers_its_period() -> None:
     def covers(text: str) -> tuple[date, date] | None:
         (span,) = find_dates(text, TODAY)
-        return period(span)
+        return span.period()
 
     assert covers("on October 13, 2023") == (date(2023, 10, 13), date(2023, 10, 14))
     assert covers("in September 2023") == (date(2023, 9, 1), date(2023, 10, 1))
@@ -36,6 +36,17 @@ def test_each_grain_covers_its_period() -> None:
     assert covers("last summer") == (date(2023, 6, 1), date(2023, 9, 1))
     assert covers("last weekend") == (date(2024, 3, 2), date(2024, 3, 4))
     assert covers("three weeks ago") is None  # a week named only roughly
+
+
+def test_a_month_or_weekday_that_may_be_a_name_is_a_date_only_after_a_preposition() -> None:
+    for query in ["What did June say about her job?", "What does August cook?", "Who is Friday?"]:
+        assert query_periods(query, TODAY) == [], query
+    assert query_periods("What did she do in June?", TODAY) == [
+        (date(2023, 6, 1), date(2023, 7, 1))
+    ]
+    assert query_periods("Where was she on Friday?", TODAY) == [
+        (date(2024, 3, 1), date(2024, 3, 2))
+    ]
 
 
 def test_a_query_without_a_date_names_no_period() -> None:
@@ -87,3 +98,16 @@ def test_the_line_said_on_the_named_day_ranks_first_among_equals() -> None:
     assert first(None) == "s1:D1:1"  # equal text, equal scores: the first row
     periods = query_periods("What did Mel paint on October 13, 2023?", TODAY)
     assert first(line_bonus(periods, ex.lines, ex.line_row, rows, 1.0, 60.0)) == "s2:D2:1"
+
+
+def test_search_scales_a_dated_query_by_the_best_score_it_can_reach() -> None:
+    from ctxpipe.retrieval.config import FindConfig
+    from ctxpipe.retrieval.find.hybrid_finder import HybridFinder
+
+    finder = HybridFinder(None, _NoEmbedder(), None, config=FindConfig())  # type: ignore[arg-type]
+    plain = finder.best_score("What did Mel paint?")
+    assert plain == finder.max_score == pytest.approx(6 / 61)
+    # a line first in every ranking and dated then scores 7/61: still at most 1 once scaled
+    assert finder.best_score("What did Mel paint on October 13, 2023?") == pytest.approx(7 / 61)
+    off = HybridFinder(None, _NoEmbedder(), None, config=FindConfig(date_weight=0))  # type: ignore[arg-type]
+    assert off.best_score("What did Mel paint on October 13, 2023?") == off.max_score

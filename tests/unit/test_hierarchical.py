@@ -172,6 +172,9 @@ class FixedFinder:
 
     max_score = 1.0
 
+    def best_score(self, query: str, as_of: object = None) -> float:
+        return self.max_score
+
     def __init__(self, hits: list[FindHit]) -> None:
         self.hits = hits
         self.asked: list[int] = []

@@ -202,8 +202,11 @@ def test_the_per_minute_limits_are_scaled_to_the_window() -> None:
     assert (spec.requests, spec.tokens, spec.window_s) == (100, 15_000, 10.0)
     unscaled = limit_spec(openai_settings(llm_requests_per_minute=600))
     assert (unscaled.requests, unscaled.tokens, unscaled.window_s) == (600, None, 60.0)
-    longer = limit_spec(openai_settings(llm_tokens_per_minute=1000, llm_rate_window_s=90))
-    assert (longer.requests, longer.tokens) == (None, 1500)
+    half = limit_spec(openai_settings(llm_tokens_per_minute=1000, llm_rate_window_s=30))
+    assert (half.requests, half.tokens) == (None, 500)
+    # a window over a minute would let a burst exceed the provider's per-minute limit
+    with pytest.raises(ValidationError, match="less than or equal to 60"):
+        openai_settings(llm_rate_window_s=90)
 
 
 def test_scaling_rounds_down_so_the_rate_is_never_exceeded() -> None:

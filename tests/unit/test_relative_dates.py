@@ -74,11 +74,24 @@ def test_undirected_or_already_stated_dates_are_left_as_they_are() -> None:
     day = date(2023, 5, 8)
     # a bare weekday or month may point either way; "this morning" is the header's own day
     assert dated_text("See you Friday, in June.", day) == "See you Friday, in June."
-    assert dated_text("I ran this morning.", day, "Ann (8 May 2023): ") == "I ran this morning."
+    assert dated_text("I ran this morning, this week.", day) == "I ran this morning, this week."
     # lines without a dated header, and memory lines, are not touched
     plain = Unit("Ann: we met last week", [], prefix="Ann: ")
     memory = Unit("Ann moved to Lisbon last year (2022).", ["s:1"])
     assert with_dates([plain, memory]) == [plain, memory]
+
+
+def test_a_speaker_named_after_a_month_does_not_hide_the_date() -> None:
+    line = Unit(
+        "April (8 May 2023): We went camping last month.", [], prefix="April (8 May 2023): "
+    )
+    assert with_dates([line])[0].body == "We went camping last month (April 2023)."
+
+
+def test_only_written_dates_are_stripped_not_other_parentheses() -> None:
+    text = "Ann hiked last winter (winter 2022-23) with Tom (age 34), finishing (top 10)."
+    assert strip_dates(text).split() == ["Ann", "hiked", "with", "Tom", "(age", "34),",
+                                         "finishing", "(top", "10)."]  # fmt: skip
 
 
 def test_build_context_shows_an_archive_hit_with_its_dates_resolved() -> None:

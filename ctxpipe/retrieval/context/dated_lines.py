@@ -6,7 +6,8 @@ the line's header — and often does not. `build_context` writes the date after 
 date expression of the archive lines it shows ("last month (April 2023)"), resolved against
 the day the line was said (`ctxpipe.core.dates`). Only spans with a direction (last, next,
 this, past, ago, yesterday, tomorrow) are resolved: a bare weekday or month name may point
-either way. A date the line's header already states is not repeated.
+either way. A period that holds the day the line was said ("this morning", "this month") is
+not repeated: the header states it.
 """
 
 from __future__ import annotations
@@ -14,13 +15,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 
-from ctxpipe.core.dates import find_dates
+from ctxpipe.core.dates import DIRECTED, find_dates
 from ctxpipe.retrieval.units.lexical import Unit
 
-_DIRECTED = re.compile(r"\b(?:last|next|this|past|ago|yesterday|tomorrow)\b", re.IGNORECASE)
-_WORD = re.compile(r"\w+")
 _HEADER_DATE = re.compile(r"\((\d{1,2} [A-Za-z]+ \d{4})\):\s*$")
 
 
@@ -36,20 +35,18 @@ def said_on(unit: Unit) -> date | None:
         return None
 
 
-def dated_text(body: str, day: date, header: str = "") -> str:
-    """`body` with the absolute date after each directed relative date expression."""
-    if not _DIRECTED.search(body):
+def dated_text(body: str, day: date) -> str:
+    """`body` with the absolute date after each directed relative date expression, unless the
+    period it names holds `day` itself ("this morning", "this month": the header says it)."""
+    if not DIRECTED.search(body):
         return body
-    stated = set(_WORD.findall(header.lower()))
     out, pos = [], 0
-    for span in find_dates(body, day):
-        if not span.relative or not _DIRECTED.search(span.text):
-            continue
-        label = span.label()
-        if set(_WORD.findall(label.lower())) <= stated:
+    for span in find_dates(body, day, directed_only=True):
+        first, after = span.period() or (span.day, span.day + timedelta(days=1))
+        if first <= day < after:
             continue
         out.append(body[pos : span.end])
-        out.append(f" ({label})")
+        out.append(f" ({span.label()})")
         pos = span.end
     out.append(body[pos:])
     return "".join(out)
@@ -60,7 +57,7 @@ def with_dates(units: Sequence[Unit]) -> list[Unit]:
     out: list[Unit] = []
     for u in units:
         day = said_on(u)
-        body = dated_text(u.body, day, u.prefix) if day is not None else u.body
+        body = dated_text(u.body, day) if day is not None else u.body
         out.append(u if body == u.body else replace(u, text=u.prefix + body))
     return out
 

@@ -86,10 +86,18 @@ class HybridFinder:
 
     @property
     def max_score(self) -> float:
-        """The best fused score a hit can get (first in every ranking) — for a query that names
-        no date: a line dated when the query says can score above it (`date_match`)."""
+        """The best fused score a hit can get (first in every ranking) for a query that names
+        no date (`best_score`: for a given query)."""
         cfg = self.config
         return (4.0 + cfg.vector_weight + cfg.text_weight + cfg.graph_weight) / (cfg.rrf_k + 1.0)
+
+    def best_score(self, query: str, as_of: date | None = None) -> float:
+        """The best fused score a hit of `query` can get: a query that names a date adds the
+        date ranking's term (`date_match`)."""
+        cfg = self.config
+        if cfg.date_weight and query_periods(query, as_of or date.today()):
+            return self.max_score + cfg.date_weight / (cfg.rrf_k + 1.0)
+        return self.max_score
 
     # ------------------------------------------------------------------ public API
     def embed(self, query: str) -> list[float]:

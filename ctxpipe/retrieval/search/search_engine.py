@@ -31,7 +31,7 @@ class FinderSearcher:
     ) -> list[FindHit]:
         """Hits with their fused score scaled to [0, 1] (by the best score it can reach)."""
         hits = self.finder.find(query, filters, top_k, query_vector=qvec, record=False).hits
-        top = self.finder.max_score
+        top = self.finder.best_score(query, filters.as_of)
         return [h.model_copy(update={"score": min(1.0, h.score / top)}) for h in hits]
 
     def global_search(

@@ -13,47 +13,39 @@ was learned from. A query that names no date changes nothing.
 
 from __future__ import annotations
 
+import calendar
+import re
 from collections.abc import Sequence
-from datetime import date, timedelta
+from datetime import date
 
 import numpy as np
 
-from ctxpipe.core.dates import DateSpan, find_dates
+from ctxpipe.core.dates import Period, find_dates
 from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.units.lexical import Unit
 from ctxpipe.retrieval.units.snippets import hit_date
 
-Period = tuple[date, date]  # [first day, day after the last)
-
-
-def _months_later(day: date, months: int) -> date:
-    index = day.month - 1 + months
-    return date(day.year + index // 12, index % 12 + 1, 1)
-
-
-def period(span: DateSpan) -> Period | None:
-    """The days a resolved date expression covers (None for the spans with no clear period:
-    "three weeks ago" names a week only roughly)."""
-    d = span.day
-    if span.grain == "day":
-        return d, d + timedelta(days=1)
-    if span.grain == "weekend":
-        return d, d + timedelta(days=2)
-    if span.grain == "month":
-        first = d.replace(day=1)
-        return first, _months_later(first, 1)
-    if span.grain == "season":
-        return d, _months_later(d, 3)
-    if span.grain == "year":
-        return date(d.year, 1, 1), date(d.year + 1, 1, 1)
-    return None
+# a bare month or weekday is a date after one of these ("in May", "on Friday"), else maybe a
+# name ("What did June say?", "Who is Friday?")
+_NAMES = (
+    frozenset(calendar.month_name[1:])
+    | frozenset(calendar.month_abbr[1:])
+    | frozenset(calendar.day_name)
+)
+_DATE_LEAD = re.compile(
+    r"\b(?:in|on|since|during|by|until|till|before|after|from|of|early|mid|late)\s+$",
+    re.IGNORECASE,
+)
 
 
 def query_periods(query: str, today: date) -> list[Period]:
     """The periods the dates of `query` name (relative ones resolved against `today`)."""
     out: list[Period] = []
     for span in find_dates(query, today):
-        p = period(span)
+        name = span.text.strip().rstrip(".").title() in _NAMES
+        if name and not _DATE_LEAD.search(query[: span.start]):
+            continue
+        p = span.period()
         if p is not None and p not in out:
             out.append(p)
     return out
@@ -86,4 +78,4 @@ def line_bonus(
     return bonus if bonus.any() else None
 
 
-__all__ = ["Period", "line_bonus", "period", "query_periods"]
+__all__ = ["line_bonus", "query_periods"]

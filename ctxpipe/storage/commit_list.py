@@ -40,6 +40,14 @@ class CommitSummary(BaseModel):
         return self.phase in ("registered", "failed")
 
 
+def commit_list_query(user_id: str | None, agent_id: str | None) -> str:
+    """The named query of a list of this shape: one per shape, each with its filters as index
+    conditions, so a generic plan (a statement prepared on the server) still reads the index."""
+    if user_id is not None:
+        return "commits_of_user_agent" if agent_id is not None else "commits_of_user"
+    return "commits_of_agent" if agent_id is not None else "commits_of_account"
+
+
 def commits_of_owner(
     db: Database,
     schema: str,
@@ -52,8 +60,9 @@ def commits_of_owner(
     """The latest `limit` commits of `account_id` (of `user_id` / `agent_id` when given)."""
     params = {"account_id": account_id, "user_id": user_id, "agent_id": agent_id, "limit": limit}
     with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(Queries(schema)["commits_of_owner"], params).fetchall()
+        query = Queries(schema)[commit_list_query(user_id, agent_id)]
+        rows = cur.execute(query, params).fetchall()
     return [CommitSummary.model_validate(r) for r in rows]
 
 
-__all__ = ["CommitSummary", "Timings", "commits_of_owner"]
+__all__ = ["CommitSummary", "Timings", "commit_list_query", "commits_of_owner"]

@@ -2,10 +2,13 @@
 already holds them, and afterwards `commits_of_owner` (what the memory browser and
 `CeleryDispatcher.recent` read for an account's, a user's or an agent's key) reads an index
 in its own order and stops at its LIMIT — no scan of the whole ledger, no sort — and still
-returns the newest commits first."""
+returns the newest commits first. It does so under a generic plan as well as a custom one:
+psycopg prepares a statement on the server after 5 executions on a connection, and PostgreSQL
+may then plan it once for any parameters (`plan_cache_mode = force_generic_plan` makes it)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -15,8 +18,9 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
-from ctxpipe.storage.commit_list import commits_of_owner
+from ctxpipe.storage.commit_list import commit_list_query, commits_of_owner
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.migrations import default_sql_dir, load_migrations, migrate
 from ctxpipe.storage.queries import Queries
@@ -40,11 +44,12 @@ SELECT 'c' || g,
 FROM generate_series(1, %(rows)s) AS g
 """
 
-LISTS = {  # (user, agent) of the key -> the index its list reads
-    (None, None): "idx_commits_account_recent",
-    ("user42", None): "idx_commits_user_recent",
-    ("user42", "agent0"): "idx_commits_user_recent",
-    (None, "rare"): "idx_commits_agent_recent",
+MODES = ("force_custom_plan", "force_generic_plan")
+LISTS = {  # (user, agent) of the key -> the index its list reads, and the columns it seeks
+    (None, None): ("idx_commits_account_recent", ("account_id",)),
+    ("user42", None): ("idx_commits_user_recent", ("account_id", "user_id")),
+    ("user42", "agent0"): ("idx_commits_user_recent", ("account_id", "user_id")),
+    (None, "rare"): ("idx_commits_agent_recent", ("account_id", "agent_id")),
 }
 
 
@@ -57,10 +62,22 @@ def ledger_schema(pg_url: str) -> Iterator[str]:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
-def _plan(url: str, schema: str, params: dict[str, Any]) -> dict[str, Any]:
-    query = Queries(schema)["commits_of_owner"]
+def _plan(url: str, schema: str, params: dict[str, Any], mode: str) -> dict[str, Any]:
+    """The plan of the query the commit list runs for `params`, prepared on the server (as
+    psycopg does) and explained under `mode`: a custom plan (the values known) or a generic one."""
+    query = Queries(schema)[commit_list_query(params["user_id"], params["agent_id"])]
+    names: list[str] = []
+    for name in re.findall(r"%\((\w+)\)s", query):
+        if name not in names:
+            names.append(name)
+    for i, name in enumerate(names, 1):
+        query = query.replace(f"%({name})s", f"${i}")
+    values = sql.SQL(", ").join(sql.Literal(params[n]) for n in names)
     with psycopg.connect(url) as conn:
-        row = conn.execute(f"EXPLAIN (FORMAT JSON) {query}", params).fetchone()
+        conn.execute(sql.SQL("SET plan_cache_mode = {}").format(sql.Identifier(mode)))
+        conn.execute(f"PREPARE commit_list AS {query}")
+        explain = sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE commit_list ({})").format(values)
+        row = conn.execute(explain).fetchone()
     assert row is not None
     plan: dict[str, Any] = row[0][0]["Plan"]
     return plan
@@ -106,22 +123,43 @@ def test_the_commit_list_reads_an_index_on_a_large_ledger(
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(sql.SQL(FILL).format(schema=sql.Identifier(ledger_schema)), {"rows": ROWS})
         conn.execute(sql.SQL("ANALYZE {}.commits").format(sql.Identifier(ledger_schema)))
-    old = _nodes(_plan(pg_url, ledger_schema, _params(None, None)))
-    assert {"Seq Scan", "Sort"} <= {n["Node Type"] for n in old}  # what the index removes
+    # what the indexes remove: a scan of the ledger (or of the account's rows) and a sort
+    old = {
+        m: {n["Node Type"] for n in _nodes(_plan(pg_url, ledger_schema, _params(None, None), m))}
+        for m in MODES
+    }
+    assert {"Seq Scan", "Sort"} <= old["force_custom_plan"], old
+    assert "Sort" in old["force_generic_plan"], old
 
     assert migrate(pg_url, schema=ledger_schema, embedding_dim=8) == [MIGRATION]
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(sql.SQL("ANALYZE {}.commits").format(sql.Identifier(ledger_schema)))
-    for (user, agent), index in LISTS.items():
-        nodes = _nodes(_plan(pg_url, ledger_schema, _params(user, agent)))
-        kinds = {n["Node Type"] for n in nodes}
-        assert "Seq Scan" not in kinds and "Sort" not in kinds, (user, agent, kinds)
-        assert index in {n.get("Index Name") for n in nodes}, (user, agent, nodes)
+    for mode in MODES:
+        for (user, agent), (index, columns) in LISTS.items():
+            # the LIMIT over a scan of the list's index, in its order: nothing else to read
+            plan = _plan(pg_url, ledger_schema, _params(user, agent), mode)
+            assert plan["Node Type"] == "Limit", (mode, user, agent, plan)
+            scans = plan["Plans"]
+            assert [(n["Node Type"], n.get("Index Name")) for n in scans] == [
+                ("Index Scan", index)
+            ], (mode, user, agent, plan)
+            # the key's account, user, agent: conditions of the index, not a filter after it
+            cond = scans[0]["Index Cond"]
+            assert all(f"({c})" in cond for c in columns), (mode, user, agent, cond)
 
-    db = Database(pg_url, min_size=1, max_size=1)
+    # one connection, each list read 6 times: psycopg prepares its statement on the server
+    # from the 5th, and a generic plan runs it from then on; the lists stay the same
+    generic = make_conninfo(pg_url, options="-c plan_cache_mode=force_generic_plan")
+    db = Database(generic, min_size=1, max_size=1)
     try:
-        for user, agent in LISTS:
-            listed = commits_of_owner(db, ledger_schema, "acme", user_id=user, agent_id=agent)
-            assert [c.commit_id for c in listed] == _expected(user, agent), (user, agent)
+        for _ in range(6):
+            for user, agent in LISTS:
+                listed = commits_of_owner(db, ledger_schema, "acme", user_id=user, agent_id=agent)
+                assert [c.commit_id for c in listed] == _expected(user, agent), (user, agent)
+        with db.connection() as conn:
+            row = conn.execute(
+                "SELECT current_setting('plan_cache_mode'), count(*) FROM pg_prepared_statements"
+            ).fetchone()
+        assert row == ("force_generic_plan", len(LISTS))
     finally:
         db.close()

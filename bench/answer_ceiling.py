@@ -56,9 +56,7 @@ def ceiling(data: Sequence[dict[str, Any]], tuned: int) -> Ceiling:
             if cat not in CATEGORIES or not ids:
                 continue
             said = "\n".join(turns[i][0] + turns[i][1] for i in ids)
-            dated = "\n".join(
-                turns[i][0] + dated_text(turns[i][1], turns[i][2], turns[i][0]) for i in ids
-            )
+            dated = "\n".join(turns[i][0] + dated_text(turns[i][1], turns[i][2]) for i in ids)
             answer = qa.get("answer", "")
             for key in (split, f"{split} {CATEGORIES[cat]}"):
                 row = out[key]

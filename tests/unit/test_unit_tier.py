@@ -29,6 +29,7 @@ MODULES = sorted(imported_modules())
 CODE = (
     "import importlib, sys\n"
     "sys.path.insert(0, 'bench')  # as tests/unit/bench put it\n"
+    "sys.path.insert(0, 'tests')  # as pytest puts the top conftest's folder (shared twins)\n"
     f"for name in {MODULES!r}:\n"
     "    importlib.import_module(name)\n"
     "heavy = sorted(m for m in ('torch', 'sentence_transformers') if m in sys.modules)\n"

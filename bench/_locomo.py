@@ -9,11 +9,26 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
+
+
+_ID_RE = re.compile(r"D\d+:\d+")
+
+
+def evidence_ids(raw: Sequence[str]) -> set[str]:
+    """Normalised evidence turn ids ('D:11:26' -> 'D11:26', 'D9:1 D4:4' -> two ids)."""
+    out: set[str] = set()
+    for item in raw:
+        for part in re.split(r"[\s,;]+", str(item)):
+            part = re.sub(r"^D:(\d+):", r"D\1:", part.strip())
+            if _ID_RE.fullmatch(part):
+                out.add(part)
+    return out
 
 
 def load(path: Path | None = None) -> list[dict[str, Any]]:

@@ -23,13 +23,12 @@ from typing import Any
 
 import _locomo
 from _grounding import contains_answer
+from _locomo import evidence_ids
 from _recall_report import CATEGORIES
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-
-from locomo_recall import evidence_ids  # noqa: E402
 
 from ctxpipe.retrieval.context.dated_lines import dated_text  # noqa: E402
 

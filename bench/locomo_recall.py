@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import sys
 import tempfile
@@ -42,6 +41,7 @@ import _locomo
 import numpy as np
 from _baselines import Baselines, Turn
 from _grounding import TurnContent
+from _locomo import evidence_ids
 from _recall_report import BASELINES, BEST_SENTENCE, CATEGORIES, report
 from _recall_scoring import BUDGETS, Built, Item, Tally, score_context, score_items
 from pydantic import BaseModel
@@ -80,21 +80,9 @@ VARIANTS: dict[str, dict[str, Any]] = {}  # "find K=V" systems: FindConfig chang
 SEARCH_VARIANTS: dict[str, dict[str, Any]] = {}  # "search K=V": HierarchicalConfig changes
 CONTEXT_VARIANTS: dict[str, dict[str, Any]] = {}  # "build_context K=V": ContextConfig changes
 VARIANT_MS: dict[str, list[float]] = {}  # wall time of each variant's first find per question
-_ID_RE = re.compile(r"D\d+:\d+")
 
 
 # ------------------------------------------------------------------ data
-def evidence_ids(raw: Sequence[str]) -> set[str]:
-    """Normalised evidence turn ids ('D:11:26' -> 'D11:26', 'D9:1 D4:4' -> two ids)."""
-    out: set[str] = set()
-    for item in raw:
-        for part in re.split(r"[\s,;]+", str(item)):
-            part = re.sub(r"^D:(\d+):", r"D\1:", part.strip())
-            if _ID_RE.fullmatch(part):
-                out.add(part)
-    return out
-
-
 def unit_kind(h: FindHit) -> str:
     """The kind of unit a find/search hit came from."""
     if "/sessions/" in h.uri:

@@ -44,7 +44,7 @@ from _grounding import TurnContent
 from _locomo import evidence_ids
 from _recall_report import BASELINES, BEST_SENTENCE, CATEGORIES, report
 from _recall_scoring import BUDGETS, Built, Item, Tally, score_context, score_items
-from pydantic import BaseModel
+from _recall_variants import context_variant, find_variant, parse_variant, search_variant
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -57,12 +57,11 @@ from ctxpipe.core.session import RequestContext, SessionInput  # noqa: E402
 from ctxpipe.index.wiring import make_worker  # noqa: E402
 from ctxpipe.index.worker import IndexWorker  # noqa: E402
 from ctxpipe.retrieval.access import owner_spaces  # noqa: E402
-from ctxpipe.retrieval.config import ContextConfig, FindConfig, HierarchicalConfig  # noqa: E402
+from ctxpipe.retrieval.config import ContextConfig, HierarchicalConfig  # noqa: E402
 from ctxpipe.retrieval.context.context_builder import ContextBuilder, ContextRequest  # noqa: E402
 from ctxpipe.retrieval.find.hybrid_finder import HybridFinder  # noqa: E402
 from ctxpipe.retrieval.models import FindFilters, FindHit, FindResult  # noqa: E402
 from ctxpipe.retrieval.read_path import ReadPath  # noqa: E402
-from ctxpipe.retrieval.search.search_engine import SearchEngine  # noqa: E402
 from ctxpipe.runtime import Runtime  # noqa: E402
 from ctxpipe.storage.embedded_pg import start_postgres, stop_postgres  # noqa: E402
 from ctxpipe.storage.migrations import migrate  # noqa: E402
@@ -324,7 +323,7 @@ def evaluate(
             _time_query_time_units(read, question, filters)
         answers["ctxpipe find"] = _find_items(read.finder, question, filters, limit, found)
         for system, update in VARIANTS.items():
-            finder = _variant(read, system, update)
+            finder = find_variant(read, system, update)
             t0 = time.perf_counter()
             first = finder.find(question, filters, 10)
             VARIANT_MS.setdefault(system, []).append((time.perf_counter() - t0) * 1000)
@@ -333,7 +332,7 @@ def evaluate(
             res = read.searcher.search(question, filters, ctx=ctx, agent_id=ctx.agent_id)
             answers["ctxpipe search"] = hit_items(res.hits)
         for system, update in SEARCH_VARIANTS.items():
-            res = _search_variant(read, system, update).search(
+            res = search_variant(read, system, update).search(
                 question, filters, ctx=ctx, agent_id=ctx.agent_id, record=False
             )
             answers[system] = hit_items(res.hits)
@@ -344,7 +343,7 @@ def evaluate(
             context_row(read.builder, question, ctx, filters, evidence, contents, answer),
         )
         for system, update in CONTEXT_VARIANTS.items():
-            builder = _context_variant(read, system, update)
+            builder = context_variant(read, system, update)
             row = context_row(builder, question, ctx, filters, evidence, contents, answer, False)
             tally.add(system, cat, index, row)
         for system, items in answers.items():
@@ -353,57 +352,6 @@ def evaluate(
 
 
 _QUERY_TIME: dict[int, HybridFinder] = {}
-_VARIANTS: dict[str, HybridFinder] = {}
-
-
-def parse_variant(spec: str, model: type[BaseModel] = FindConfig) -> dict[str, Any]:
-    """``snippet_tokens=96,dense_rows=32`` -> values of `model` (validated)."""
-    update: dict[str, Any] = {}
-    for part in spec.split(","):
-        key, _, value = part.partition("=")
-        if key.strip() not in model.model_fields or not value:
-            raise SystemExit(f"{spec!r}: {key!r} is not a {model.__name__} field=value")
-        update[key.strip()] = value.strip()
-    return model(**update).model_dump(include=set(update))
-
-
-_SEARCH_VARIANTS: dict[str, SearchEngine] = {}
-
-
-def _search_variant(read: ReadPath, system: str, update: dict[str, Any]) -> SearchEngine:
-    """A search over the same finder with some HierarchicalConfig values changed."""
-    if system not in _SEARCH_VARIANTS:
-        cfg = read.searcher.config.model_copy(update=update)
-        _SEARCH_VARIANTS[system] = SearchEngine(read.finder, read.intent, cfg)
-    return _SEARCH_VARIANTS[system]
-
-
-_CONTEXT_VARIANTS: dict[str, ContextBuilder] = {}
-
-
-def _context_variant(read: ReadPath, system: str, update: dict[str, Any]) -> ContextBuilder:
-    """A context builder over the same read path with some ContextConfig values changed."""
-    if system not in _CONTEXT_VARIANTS:
-        base = read.builder
-        _CONTEXT_VARIANTS[system] = ContextBuilder(
-            base.counter,
-            finder=base.finder,
-            fs=base.fs,
-            intent=base.intent,
-            config=base.config.model_copy(update=update),
-            schema=base.schema,
-        )
-    return _CONTEXT_VARIANTS[system]
-
-
-def _variant(read: ReadPath, system: str, update: dict[str, Any]) -> HybridFinder:
-    """A finder over the same index with some FindConfig values changed."""
-    if system not in _VARIANTS:
-        cfg = read.finder.config.model_copy(update={**update, "record_recalls": False})
-        _VARIANTS[system] = HybridFinder(
-            read.finder.db, read.finder.embedder, read.counter, schema=SCHEMA, config=cfg
-        )
-    return _VARIANTS[system]
 
 
 def _find_items(

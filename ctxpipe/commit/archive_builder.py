@@ -11,6 +11,7 @@ from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.config import ArchiveConfig
 from ctxpipe.core.enums import ContextType
+from ctxpipe.core.errors import NodeNotFoundError
 from ctxpipe.core.models import ArchiveSummary, ContextNode, SessionArchive, SessionStats
 from ctxpipe.core.session import message_vars
 from ctxpipe.core.uri import CtxURI
@@ -35,12 +36,7 @@ class ArchiveBuilder:
         self, req: CommitRequest, current: SessionArchive
     ) -> SessionArchive | None:
         """The archive this commit already wrote (redelivery), if any."""
-        base = archives_dir(req)
-        fs = self._c.fs
-        if not fs.exists(base):
-            return None
-        for child in fs.list_children(base):
-            node = fs.read_node(child.uri)
+        for node in self._archives(req):
             meta = node.metadata
             if meta.get("commit_id") == req.commit_id and meta.get("user_id") == req.ctx.user_id:
                 stored = SessionArchive.model_validate(meta["archive"])
@@ -54,11 +50,26 @@ class ArchiveBuilder:
         return None
 
     def _next_index(self, req: CommitRequest) -> int:
-        base = archives_dir(req)
-        if not self._c.fs.exists(base):
-            return 1
-        numbers = [int(c.name) for c in self._c.fs.list_children(base) if c.name.isdigit()]
+        numbers = [int(n.uri.rstrip("/").rsplit("/", 1)[-1]) for n in self._archives(req)]
         return max(numbers, default=0) + 1
+
+    def _archives(self, req: CommitRequest) -> list[ContextNode]:
+        """The session's archive nodes. A directory a killed first write left without a node
+        (its staged files never committed) is not one: its number is taken again, and the
+        write there finishes the repair."""
+        base = archives_dir(req)
+        fs = self._c.fs
+        if not fs.exists(base):
+            return []
+        out: list[ContextNode] = []
+        for child in fs.list_children(base):
+            if not child.name.isdigit():
+                continue
+            try:
+                out.append(fs.read_node(child.uri))
+            except NodeNotFoundError:
+                continue
+        return out
 
     async def build_archive(self, req: CommitRequest, usage: LLMUsage) -> SessionArchive:
         recent = [m for m in req.messages if not m.injected][-self._config.max_recent_messages :]

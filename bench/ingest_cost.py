@@ -38,17 +38,16 @@ from typing import Any, TypeVar
 
 import _locomo
 import psycopg
+from _prompt_counter import PromptCounter
 from _stack import local_stack, start_worker
 
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.commit.policies import base as policies_base
 from ctxpipe.core.config import ChunkingConfig, Settings
-from ctxpipe.core.models import LLMUsage
-from ctxpipe.core.session import RequestContext, SessionInput
+from ctxpipe.core.session import SessionInput
 from ctxpipe.extraction.base import CandidateExtractor
 from ctxpipe.index.wiring import make_worker
-from ctxpipe.providers.base import LLM
 from ctxpipe.providers.factory import make_llm
 from ctxpipe.runtime import Runtime
 from ctxpipe.storage.commit_ledger import CommitLedger
@@ -57,50 +56,6 @@ from ctxpipe.storage.db import Database
 WORKERS = [("commit,maintenance", 2), ("extract", 2)]
 MERGE_GATED = "merge adds nothing new (every line already in the node)"
 T = TypeVar("T")
-
-
-class PromptCounter:
-    """The configured LLM, with its calls and prompt tokens counted per prompt id."""
-
-    def __init__(self, inner: LLM) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.calls: Counter[str] = Counter()
-        self.prompt_tokens: Counter[str] = Counter()
-
-    async def complete_json(
-        self,
-        prompt_id: str,
-        variables: dict[str, Any],
-        schema: Any,
-        ctx: RequestContext | None = None,
-        usage: LLMUsage | None = None,
-    ) -> Any:
-        call = LLMUsage()
-        try:
-            return await self.inner.complete_json(prompt_id, variables, schema, ctx, call)
-        finally:
-            self._count(prompt_id, call, usage)
-
-    def complete_json_sync(
-        self,
-        prompt_id: str,
-        variables: dict[str, Any],
-        schema: Any,
-        ctx: RequestContext | None = None,
-        usage: LLMUsage | None = None,
-    ) -> Any:
-        call = LLMUsage()
-        try:
-            return self.inner.complete_json_sync(prompt_id, variables, schema, ctx, call)
-        finally:
-            self._count(prompt_id, call, usage)
-
-    def _count(self, prompt_id: str, call: LLMUsage, usage: LLMUsage | None) -> None:
-        self.calls[prompt_id] += call.calls
-        self.prompt_tokens[prompt_id] += call.prompt_tokens
-        if usage is not None:
-            usage.add(call)
 
 
 @contextmanager

@@ -137,8 +137,7 @@ def _season(name: str, base: date, shift: int) -> date:
         return date(year, first, 1)
 
     def end(year: int) -> date:  # the day after its three months
-        m = first + 3
-        return date(year + (m - 1) // 12, (m - 1) % 12 + 1, 1)
+        return _months_later(start(year), 3)
 
     year = base.year
     if shift < 0:

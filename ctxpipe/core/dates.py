@@ -206,6 +206,30 @@ def resolve(text: str, said_on: date | None, past: bool = True) -> tuple[str, da
     return "".join(out), spans[0].day if spans else None
 
 
+def day_of(value: object) -> date | None:
+    """The day of a stored date or time, an ISO date or time (``2023-05-08``,
+    ``2023-05-08T14:00:00``) or a written date (``8 May 2023``); None when it is none of them."""
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    text = str(value or "").strip()
+    if not text:
+        return None
+    try:
+        return datetime.strptime(text, "%d %B %Y").date()
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text).date()
+    except ValueError:
+        pass
+    try:
+        return date.fromisoformat(text[:10])
+    except ValueError:
+        return None
+
+
 def strip_dates(text: str) -> str:
     """`text` without its date expressions and the dates written after them."""
     return _DATE_RE.sub(" ", re.sub(r"\s\([\w ]*\d{4}(?:-\d{2})?\)", " ", text))

@@ -3,11 +3,11 @@ the archive lines `build_context` shows an agent."""
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime
 
 import pytest
 
-from ctxpipe.core.dates import find_dates, resolve, strip_dates
+from ctxpipe.core.dates import day_of, find_dates, resolve, strip_dates
 from ctxpipe.retrieval.context.candidates import hit_candidates
 from ctxpipe.retrieval.context.dated_lines import dated_text, said_on, with_dates
 from ctxpipe.retrieval.models import FindHit
@@ -110,3 +110,23 @@ def test_build_context_shows_an_archive_hit_with_its_dates_resolved() -> None:
         "Ann (14 August 2023): Last night (13 August 2023) we celebrated my daughter's birthday."
     ]
     assert view[0].refs == ["s1:D5:1"]
+
+
+@pytest.mark.parametrize(
+    ("value", "day"),
+    [
+        ("8 May 2023", date(2023, 5, 8)),
+        ("2023-05-08", date(2023, 5, 8)),
+        ("2023-05-08T14:00:00+00:00", date(2023, 5, 8)),
+        ("2023-05-08 14:00", date(2023, 5, 8)),
+        (datetime(2023, 5, 8, 23, 59), date(2023, 5, 8)),
+        (date(2023, 5, 8), date(2023, 5, 8)),
+        ("", None),
+        (None, None),
+        ("yesterday", None),
+        ("31 February 2023", None),
+    ],
+)
+def test_the_day_of_a_stored_or_written_date(value: object, day: date | None) -> None:
+    """Archive headers, stored times and ISO dates all name their day; anything else none."""
+    assert day_of(value) == day

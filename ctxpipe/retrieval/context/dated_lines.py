@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 
-from ctxpipe.core.dates import DIRECTED, find_dates
+from ctxpipe.core.dates import DIRECTED, day_of, find_dates
 from ctxpipe.retrieval.units.lexical import Unit
 
 _HEADER_DATE = re.compile(r"\((\d{1,2} [A-Za-z]+ \d{4})\):\s*$")
@@ -25,14 +25,10 @@ _HEADER_DATE = re.compile(r"\((\d{1,2} [A-Za-z]+ \d{4})\):\s*$")
 
 def said_on(unit: Unit) -> date | None:
     """The day a line was said, from its header (``Ann (8 May 2023): ``)."""
-    text = unit.spoken_on
-    if not text:
-        m = _HEADER_DATE.search(unit.prefix)
-        text = m.group(1) if m else ""
-    try:
-        return datetime.strptime(text, "%d %B %Y").date() if text else None
-    except ValueError:
-        return None
+    if unit.spoken_on:
+        return day_of(unit.spoken_on)
+    m = _HEADER_DATE.search(unit.prefix)
+    return day_of(m.group(1)) if m else None
 
 
 def dated_text(body: str, day: date) -> str:

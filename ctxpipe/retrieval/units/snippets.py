@@ -9,9 +9,9 @@ is returned whole. Grown this way, the text still comes from the one turn it cit
 
 from __future__ import annotations
 
-from datetime import date, datetime
 from typing import Any
 
+from ctxpipe.core.dates import day_of
 from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.tokens import TokenCounter
 from ctxpipe.retrieval.units.lexical import Unit
@@ -49,22 +49,8 @@ def grow_snippet(line: Unit, sentence: Unit, cap: int, counter: TokenCounter) ->
 
 def _iso(value: Any) -> str:
     """An ISO date (``2023-05-08``) from a stored date/time or a ``8 May 2023`` header."""
-    if not value:
-        return ""
-    if isinstance(value, datetime | date):
-        return value.strftime("%Y-%m-%d")
-    text = str(value).strip()
-    for fmt in ("%d %B %Y", "%Y-%m-%d"):
-        try:
-            return datetime.strptime(text[:10] if fmt == "%Y-%m-%d" else text, fmt).strftime(
-                "%Y-%m-%d"
-            )
-        except ValueError:
-            continue
-    try:
-        return datetime.fromisoformat(text).strftime("%Y-%m-%d")
-    except ValueError:
-        return ""
+    day = day_of(value)
+    return day.isoformat() if day else ""
 
 
 def hit_date(unit: Unit, row: CandidateRow) -> str:

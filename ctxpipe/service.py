@@ -14,7 +14,9 @@ from typing import Any, Protocol, TypedDict, Unpack
 
 from pydantic import BaseModel, Field
 
+from ctxpipe.client.context_request import ContextRequest
 from ctxpipe.client.find_request import FindRequest
+from ctxpipe.client.search_request import SearchRequest
 from ctxpipe.client.session_models import SessionAppended
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
@@ -31,7 +33,7 @@ from ctxpipe.core.models import (
 from ctxpipe.core.session import Message, RequestContext, SessionInput, ToolUse
 from ctxpipe.fs.history import HistoryEntry
 from ctxpipe.observability.spans import phase_span
-from ctxpipe.retrieval import ContextRequest, ContextResult, FindResult, ReadPath, SearchResult
+from ctxpipe.retrieval import ContextResult, FindResult, ReadPath, SearchResult
 from ctxpipe.retrieval.graph import GraphNeighbour
 from ctxpipe.retrieval.models import TagCount
 from ctxpipe.runtime import Runtime
@@ -325,21 +327,27 @@ class ContextEngineService:
 
     def search(
         self,
-        query: str,
+        query: str | SearchRequest,
         ctx: RequestContext,
-        recent: list[Message] | list[dict] | None = None,
+        recent: list[Message] | list[dict[str, Any]] | None = None,
         *,
         scopes: list[str] | None = None,
         as_of: date | str | None = None,
     ) -> SearchResult:
-        """Intent analysis + hierarchical retrieval (the trajectory is in the result)."""
-        return self.read_path.search(query, ctx, recent or [], scopes=scopes, as_of=as_of)
+        """Intent analysis + hierarchical retrieval (the trajectory is in the result). `query`
+        may be a whole `SearchRequest` (the other arguments are then not used)."""
+        if isinstance(query, SearchRequest):
+            return self.read_path.search(query, ctx)
+        req = SearchRequest.model_validate(
+            {"query": query, "recent": recent or [], "scopes": scopes, "as_of": as_of}
+        )
+        return self.read_path.search(req, ctx)
 
     def build_context(
         self,
-        query: str,
+        query: str | ContextRequest,
         ctx: RequestContext,
-        messages: list[Message] | list[dict] | None = None,
+        messages: list[Message] | list[dict[str, Any]] | None = None,
         budget: int | None = None,
         profile: str = "default",
         *,
@@ -348,7 +356,10 @@ class ContextEngineService:
         as_of: date | str | None = None,
     ) -> ContextResult:
         """A prompt context of at most `budget` tokens (incremental per session; `as_of`:
-        profile and preference facts valid on that date instead of now)."""
+        profile and preference facts valid on that date instead of now). `query` may be a
+        whole `ContextRequest` (the other arguments are then not used)."""
+        if isinstance(query, ContextRequest):
+            return self.read_path.build_context(query, ctx)
         req = ContextRequest.model_validate(
             {
                 "query": query,
@@ -357,7 +368,7 @@ class ContextEngineService:
                 "profile": profile,
                 "system_prompt": system_prompt,
                 "incremental": incremental,
-                "as_of": as_of or None,
+                "as_of": as_of,
             }
         )
         return self.read_path.build_context(req, ctx)

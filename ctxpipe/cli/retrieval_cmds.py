@@ -19,7 +19,9 @@ from rich.text import Text
 from ctxpipe.cli import services
 from ctxpipe.cli.app import app, console, emit_json, handle_errors
 from ctxpipe.cli.identity import AccountOpt, AgentOpt, SessionOpt, UserOpt, request_context
+from ctxpipe.client.context_request import ContextRequest
 from ctxpipe.client.find_request import FindRequest
+from ctxpipe.client.search_request import SearchRequest
 from ctxpipe.core.session import Message
 from ctxpipe.core.validity import parse_as_of
 from ctxpipe.retrieval.models import FindHit
@@ -146,8 +148,9 @@ def search_cmd(
 ) -> None:
     """Intent analysis into typed queries, then hierarchical retrieval for each."""
     ctx = request_context(account, user, agent, session, scope or [])
+    req = SearchRequest(query=query, scopes=scope, as_of=parse_as_of(as_of))
     with services.service() as svc:
-        res = svc.search(query, ctx, scopes=scope, as_of=parse_as_of(as_of))
+        res = svc.search(req, ctx)
     if as_json:
         emit_json(res)
         return
@@ -203,17 +206,17 @@ def context_cmd(
 ) -> None:
     """Build a token-budgeted context (incremental across calls of the same session)."""
     ctx = request_context(account, user, agent, session)
+    req = ContextRequest(
+        query=query,
+        messages=_load_messages(messages),
+        budget=budget,
+        profile=profile,
+        system_prompt=system,
+        incremental=not full,
+        as_of=parse_as_of(as_of),
+    )
     with services.service() as svc:
-        res = svc.build_context(
-            query,
-            ctx,
-            _load_messages(messages),
-            budget,
-            profile,
-            system_prompt=system,
-            incremental=not full,
-            as_of=parse_as_of(as_of),
-        )
+        res = svc.build_context(req, ctx)
     if as_json:
         emit_json(res)
         return

@@ -12,9 +12,11 @@ from urllib.parse import quote
 from pydantic import TypeAdapter
 
 from ctxpipe.client._base import messages_json
+from ctxpipe.client.context_request import ContextRequest
 from ctxpipe.client.find_request import FindRequest
 from ctxpipe.client.models import ApiKey, CommitAccepted, CommitStatus, ReadOut, RemoveOut
 from ctxpipe.client.results import ContextResult, FindResult, SearchResult
+from ctxpipe.client.search_request import SearchRequest
 from ctxpipe.client.session_models import SessionAppended
 from ctxpipe.core.models import CommitOptions, NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message
@@ -84,11 +86,6 @@ def get_commit(commit_id: str) -> Call:
     return Call("GET", f"/v1/commits/{commit_id}", CommitStatus.model_validate)
 
 
-def _day(value: date | str | None) -> str | None:
-    """`as_of` as the API takes it (YYYY-MM-DD)."""
-    return value.isoformat() if isinstance(value, date) else value
-
-
 def find(who: dict[str, str], request: FindRequest) -> Call:
     body = {**who, **request.model_dump(mode="json", exclude_none=True)}
     return Call("POST", "/v1/find", FindResult.model_validate, body=body)
@@ -105,44 +102,55 @@ def find_request(
     return FindRequest.model_validate({"query": query, "top_k": top_k, "as_of": as_of, **fields})
 
 
-def search(
-    who: dict[str, str],
-    query: str,
-    recent: list[Message] | list[dict[str, Any]] | None,
-    scopes: list[str] | None,
-    as_of: date | str | None = None,
-) -> Call:
-    body: dict[str, Any] = {**who, "query": query, "recent": messages_json(recent or [])}
-    if scopes is not None:
-        body["scopes"] = scopes
-    if as_of is not None:
-        body["as_of"] = _day(as_of)
+def search(who: dict[str, str], request: SearchRequest) -> Call:
+    body = {**who, **request.model_dump(mode="json", exclude_none=True)}
     return Call("POST", "/v1/search", SearchResult.model_validate, body=body)
 
 
-def build_context(
-    who: dict[str, str],
-    query: str,
+def search_request(
+    query: str | SearchRequest,
+    recent: list[Message] | list[dict[str, Any]] | None,
+    scopes: list[str] | None,
+    as_of: date | str | None,
+) -> SearchRequest:
+    """The `SearchRequest` of the client's `search(...)` arguments (a ValidationError, before
+    any request is sent, when they are not a valid search)."""
+    if isinstance(query, SearchRequest):
+        return query
+    return SearchRequest.model_validate(
+        {"query": query, "recent": recent or [], "scopes": scopes, "as_of": as_of}
+    )
+
+
+def build_context(who: dict[str, str], request: ContextRequest) -> Call:
+    body = {**who, **request.model_dump(mode="json", exclude_none=True)}
+    return Call("POST", "/v1/context", ContextResult.model_validate, body=body)
+
+
+def context_request(
+    query: str | ContextRequest,
     messages: list[Message] | list[dict[str, Any]] | None,
     budget: int | None,
     profile: str,
     system_prompt: str,
     incremental: bool,
-    as_of: date | str | None = None,
-) -> Call:
-    body: dict[str, Any] = {
-        **who,
-        "query": query,
-        "messages": messages_json(messages or []),
-        "profile": profile,
-        "system_prompt": system_prompt,
-        "incremental": incremental,
-    }
-    if budget is not None:
-        body["budget"] = budget
-    if as_of is not None:
-        body["as_of"] = _day(as_of)
-    return Call("POST", "/v1/context", ContextResult.model_validate, body=body)
+    as_of: date | str | None,
+) -> ContextRequest:
+    """The `ContextRequest` of the client's `build_context(...)` arguments (a ValidationError,
+    before any request is sent, when they are not a valid build)."""
+    if isinstance(query, ContextRequest):
+        return query
+    return ContextRequest.model_validate(
+        {
+            "query": query,
+            "messages": messages or [],
+            "budget": budget,
+            "profile": profile,
+            "system_prompt": system_prompt,
+            "incremental": incremental,
+            "as_of": as_of,
+        }
+    )
 
 
 def read(who: dict[str, str], uri: str, level: int) -> Call:

@@ -11,9 +11,11 @@ import httpx
 
 from ctxpipe.client import _calls as calls
 from ctxpipe.client._base import CommitFailedError, CtxApiError, Defaults, headers, raise_for
+from ctxpipe.client.context_request import ContextRequest
 from ctxpipe.client.find_request import FindRequest
 from ctxpipe.client.models import ApiKey, CommitStatus
 from ctxpipe.client.results import ContextResult, FindResult, SearchResult
+from ctxpipe.client.search_request import SearchRequest
 from ctxpipe.client.session_models import SessionAppended
 from ctxpipe.core.models import CommitOptions, NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message
@@ -157,7 +159,7 @@ class AsyncCtxClient:
 
     async def search(
         self,
-        query: str,
+        query: str | SearchRequest,
         recent: Msgs | None = None,
         *,
         scopes: list[str] | None = None,
@@ -167,13 +169,15 @@ class AsyncCtxClient:
         as_of: date | str | None = None,
     ) -> SearchResult:
         """Intent analysis of `query` with the `recent` messages into typed queries, then a
-        hierarchical drill-down for each; `as_of`: facts valid on that date instead of now."""
+        hierarchical drill-down for each; `as_of`: facts valid on that date instead of now;
+        `query` may be a whole `SearchRequest` (the other arguments are then not used)."""
         who = self.defaults.who(user_id, agent_id, session_id)
-        return await self._run(calls.search(who, query, recent, scopes, as_of))
+        req = calls.search_request(query, recent, scopes, as_of)
+        return await self._run(calls.search(who, req))
 
     async def build_context(
         self,
-        query: str,
+        query: str | ContextRequest,
         messages: Msgs | None = None,
         budget: int | None = None,
         profile: str = "default",
@@ -185,12 +189,15 @@ class AsyncCtxClient:
         session_id: str | None = None,
         as_of: date | str | None = None,
     ) -> ContextResult:
-        """`as_of`: profile and preference facts valid on that date instead of now."""
+        """A prompt context of at most `budget` tokens for `query` and the conversation
+        `messages` (incremental per session); `as_of`: profile and preference facts valid on
+        that date instead of now; `query` may be a whole `ContextRequest` (the other
+        arguments are then not used)."""
         who = self.defaults.who(user_id, agent_id, session_id)
-        call = calls.build_context(
-            who, query, messages, budget, profile, system_prompt, incremental, as_of
+        req = calls.context_request(
+            query, messages, budget, profile, system_prompt, incremental, as_of
         )
-        return await self._run(call)
+        return await self._run(calls.build_context(who, req))
 
     async def read(self, uri: str, level: int = 2, **who: str) -> str:
         """One level of a node: 0 = its abstract (L0), 1 = overview (L1), 2 = content (L2)."""

@@ -8,13 +8,16 @@ only httpx and pydantic. Sessions, messages and commit results are the shared do
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ctxpipe.client.find_request import AS_OF, FindRequest
+from ctxpipe.client.context_request import ContextRequest
+from ctxpipe.client.find_request import FindRequest
+from ctxpipe.client.request_fields import AS_OF
+from ctxpipe.client.search_request import SearchRequest
 from ctxpipe.core.models import CommitOptions, CommitResult
 from ctxpipe.core.session import Message, ToolUse
 
@@ -106,33 +109,38 @@ class CommitStatus(BaseModel):
     result: CommitResult | None = None
 
 
+R = TypeVar("R", bound=BaseModel)
+
+
+def _request_of(body: BaseModel, request: type[R]) -> R:
+    """The request part of an API body (its own fields, without who asks); the values are
+    already valid, so messages are handed over as they are."""
+    return request.model_validate({name: getattr(body, name) for name in request.model_fields})
+
+
 class FindIn(Identity, FindRequest):
     """One hybrid (vector + full-text) retrieval: who asks, and the `FindRequest`."""
 
     def request(self) -> FindRequest:
         """The find itself, without who asks."""
-        return FindRequest.model_validate(self.model_dump(include=set(FindRequest.model_fields)))
+        return _request_of(self, FindRequest)
 
 
-class SearchIn(Identity):
-    """A hierarchical search: the query is read with the recent messages (intent analysis)."""
+class SearchIn(Identity, SearchRequest):
+    """A hierarchical search (the query read with the recent messages): who asks, and the
+    `SearchRequest`."""
 
-    query: str = Field(min_length=1, max_length=8000)
-    recent: list[Message] = Field(default_factory=list, max_length=200)
-    scopes: list[str] | None = Field(None, max_length=50)
-    as_of: date | None = Field(None, description=AS_OF)
+    def request(self) -> SearchRequest:
+        """The search itself, without who asks."""
+        return _request_of(self, SearchRequest)
 
 
-class ContextIn(Identity):
-    """A token-budgeted context for the next LLM call."""
+class ContextIn(Identity, ContextRequest):
+    """A token-budgeted context for the next LLM call: who asks, and the `ContextRequest`."""
 
-    query: str = Field(min_length=1, max_length=8000)
-    messages: list[Message] = Field(default_factory=list, max_length=2000)
-    budget: int | None = Field(None, ge=1, le=1_000_000)
-    profile: str = Field("default", max_length=64)
-    system_prompt: str = Field("", max_length=100_000)
-    incremental: bool = True
-    as_of: date | None = Field(None, description=AS_OF)
+    def request(self) -> ContextRequest:
+        """The build itself, without who asks."""
+        return _request_of(self, ContextRequest)
 
 
 class ReadOut(BaseModel):
@@ -171,6 +179,7 @@ __all__ = [
     "CommitIn",
     "CommitStatus",
     "ContextIn",
+    "ContextRequest",
     "CreatedKey",
     "FindIn",
     "FindRequest",
@@ -181,4 +190,5 @@ __all__ = [
     "RemoveOut",
     "Scope",
     "SearchIn",
+    "SearchRequest",
 ]

@@ -9,15 +9,14 @@ else the key the server was started with (stdio: ``CTXPIPE_API_KEY``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from ctxpipe.client import AsyncCtxClient, CtxApiError
-from ctxpipe.client.find_request import FindRequest
+from ctxpipe.client import AsyncCtxClient, ContextRequest, CtxApiError, FindRequest, SearchRequest
 
 INSTRUCTIONS = (
     "ctxpipe is the long-term memory of this agent. Call build_context (or find) before "
@@ -25,6 +24,8 @@ INSTRUCTIONS = (
     "(close=true when the conversation ends), or commit_session with a whole conversation, "
     "so its memories are extracted."
 )
+
+R = TypeVar("R", bound=BaseModel)
 
 
 def _key_from(headers: Mapping[str, str] | None) -> str | None:
@@ -35,6 +36,16 @@ def _key_from(headers: Mapping[str, str] | None) -> str | None:
     if auth.lower().startswith("bearer "):
         return auth[7:].strip() or None
     return lower.get("x-api-key") or None
+
+
+def _request(model: type[R], tool: str, fields: dict[str, Any]) -> R:
+    """The tool's typed request, or a tool error that names the invalid arguments (before
+    any API call)."""
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        why = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ToolError(f"invalid {tool}: {why}") from None
 
 
 def build_server(
@@ -77,11 +88,7 @@ def build_server(
         """Hybrid find over the user's memories, the agent's and the user's sessions
         (`as_of` YYYY-MM-DD: profile and preference facts as they held on that date)."""
         who = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
-        try:
-            req = FindRequest.model_validate({"query": query, "top_k": top_k, "as_of": as_of})
-        except ValidationError as exc:
-            why = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            raise ToolError(f"invalid find: {why}") from None
+        req = _request(FindRequest, "find", {"query": query, "top_k": top_k, "as_of": as_of})
         res = await run(ctx, who, lambda c: c.find(req))
         hits = [h.model_dump(mode="json", include=_HIT) for h in res.hits]
         return {"query": query, "hits": hits}
@@ -98,7 +105,8 @@ def build_server(
         """Intent analysis into typed queries, then hierarchical retrieval for each
         (`as_of` YYYY-MM-DD: facts as they held on that date)."""
         who = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
-        res = await run(ctx, who, lambda c: c.search(query, as_of=as_of))
+        req = _request(SearchRequest, "search", {"query": query, "as_of": as_of})
+        res = await run(ctx, who, lambda c: c.search(req))
         return {
             "query": query,
             "reasoning": res.reasoning,
@@ -118,7 +126,9 @@ def build_server(
         """A prompt context of at most `budget` tokens for the query (incremental per
         session; `as_of` YYYY-MM-DD: facts as they held on that date)."""
         who = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
-        res = await run(ctx, who, lambda c: c.build_context(query, budget=budget, as_of=as_of))
+        fields = {"query": query, "budget": budget, "as_of": as_of}
+        req = _request(ContextRequest, "build_context", fields)
+        res = await run(ctx, who, lambda c: c.build_context(req))
         return {"text": res.text, "total_tokens": res.total_tokens, "cited": res.cited_refs}
 
     @server.tool()

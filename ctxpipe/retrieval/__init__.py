@@ -1,12 +1,14 @@
 """ctxpipe.retrieval: the read path — hybrid find, hierarchical search, token-budgeted
 build_context, recall statistics.
 
-`read_path` wires it (`ReadPath`, which takes a `FindRequest`); `find/` the hybrid finder and
-its SQL candidate store; `units/` the lines and sentences find ranks; `search/` intent analysis
-and hierarchical retrieval; `context/` build_context; `config` the knobs (`Settings.retrieval`).
+`read_path` wires it (`ReadPath`, which takes the client's typed requests: `FindRequest`,
+`SearchRequest`, `ContextRequest`); `find/` the hybrid finder and its SQL candidate store;
+`units/` the lines and sentences find ranks; `search/` intent analysis and hierarchical
+retrieval; `context/` build_context; `config` the knobs (`Settings.retrieval`).
 """
 
 from ctxpipe.client.find_request import FindRequest
+from ctxpipe.client.search_request import SearchRequest
 from ctxpipe.retrieval.config import RetrievalConfig
 from ctxpipe.retrieval.context.budget_allocator import BudgetAllocator, BudgetProfile, TokenBudget
 from ctxpipe.retrieval.context.context_builder import ContextBuilder
@@ -29,6 +31,7 @@ __all__ = [
     "HybridFinder",
     "ReadPath",
     "RetrievalConfig",
+    "SearchRequest",
     "SearchResult",
     "TokenBudget",
 ]

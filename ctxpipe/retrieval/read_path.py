@@ -15,10 +15,11 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from ctxpipe.client.find_request import FindRequest
+from ctxpipe.client.search_request import SearchRequest
 from ctxpipe.core.caches import LockedCache
 from ctxpipe.core.config import Settings, UnitContext
 from ctxpipe.core.models import ContextNode, NodeStat, NodeSummary, RelationEdge
-from ctxpipe.core.session import Message, RequestContext
+from ctxpipe.core.session import RequestContext
 from ctxpipe.core.validity import parse_as_of
 from ctxpipe.fs import ContextFS, FSRelationStore
 from ctxpipe.fs.history import HistoryEntry
@@ -263,18 +264,13 @@ class ReadPath:
         _scrub(res.groups, filters)
         return res
 
-    def search(
-        self,
-        query: str,
-        ctx: RequestContext,
-        recent: Sequence[Message | dict[str, Any]] = (),
-        **narrow: Any,
-    ) -> SearchResult:
-        _require_query(query)
-        with _span("search", ctx, query) as span:
-            filters = self.filters_for(ctx, **narrow)
+    def search(self, req: SearchRequest, ctx: RequestContext) -> SearchResult:
+        """Intent analysis of the request's query with its recent messages, then hierarchical
+        retrieval for each typed query, within what `ctx` may see."""
+        with _span("search", ctx, req.query) as span:
+            filters = self.filters_for(ctx, scopes=req.scopes, as_of=req.as_of)
             res = self.searcher.search(
-                query, filters, recent=recent, ctx=ctx, agent_id=ctx.agent_id
+                req.query, filters, recent=req.recent, ctx=ctx, agent_id=ctx.agent_id
             )
             _scrub(res.groups, filters)
             for q in res.queries:
@@ -409,9 +405,3 @@ def as_find_request(
 
 
 __all__ = ["ReadPath", "as_find_request"]
-
-
-def _require_query(query: str) -> None:
-    """A blank query would return arbitrary hits (and count them as recalls)."""
-    if not query or not query.strip():
-        raise ValueError("the query is empty")

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from service_world import committed_service
 
+from ctxpipe.client import SearchRequest
 from ctxpipe.core.errors import LLMError
 from ctxpipe.core.session import Message, RequestContext, SessionInput
 from ctxpipe.retrieval.context.context_request import ContextRequest
@@ -57,7 +58,10 @@ def cited(hits: list[Any]) -> set[str]:
 
 
 def test_search_splits_the_question_and_drills_down(read: ReadPath) -> None:
-    res = read.search("Why did the Airflow DAG fail and what editor does Alice use now?", ALICE)
+    res = read.search(
+        SearchRequest(query="Why did the Airflow DAG fail and what editor does Alice use now?"),
+        ALICE,
+    )
     assert res.intent_source == "llm" and len(res.queries) == 2
     first, second = res.queries
     assert first.priority < second.priority
@@ -77,20 +81,20 @@ def test_search_splits_the_question_and_drills_down(read: ReadPath) -> None:
 
 
 def test_chitchat_retrieves_nothing(read: ReadPath) -> None:
-    res = read.search("thanks, great!", ALICE)
+    res = read.search(SearchRequest(query="thanks, great!"), ALICE)
     assert res.queries == [] and res.hits == []
 
 
 def test_a_failing_llm_falls_back_to_the_raw_query(read: ReadPath, service: Any) -> None:
     rt = service.runtime
     broken = ReadPath(rt.db, rt.embedder, rt.fs, BrokenLLM(), schema=SCHEMA)  # type: ignore[arg-type]
-    res = broken.search("psycopg2 ModuleNotFoundError in the scheduler", ALICE)
+    res = broken.search(SearchRequest(query="psycopg2 ModuleNotFoundError in the scheduler"), ALICE)
     assert res.intent_source == "fallback" and len(res.queries) == 1
     assert "alice-2026-03-16-airflow:m3" in cited(res.hits)
 
 
 def test_typed_skill_query_looks_at_the_agents_memories(read: ReadPath) -> None:
-    res = read.search("how do I use the dbt_cli tool?", ALICE)
+    res = read.search(SearchRequest(query="how do I use the dbt_cli tool?"), ALICE)
     (q,) = res.queries
     assert q.context_type == "skill"
     assert q.hits and all("/agents/helper/" in h.uri or "/skills/" in h.uri for h in q.hits)

@@ -222,6 +222,7 @@ def test_the_client_sends_as_of_as_an_iso_date() -> None:
     req = calls.find_request("q", 5, D("2023-06-01"))
     assert calls.find(who, req).body["as_of"] == "2023-06-01"
     assert "as_of" not in calls.find(who, calls.find_request("q", 5, None)).body
-    ctx_call = calls.build_context(who, "q", None, None, "default", "", True, D("2023-06-01"))
-    assert ctx_call.body["as_of"] == "2023-06-01"
-    assert calls.search(who, "q", None, None, "2023-06-01").body["as_of"] == "2023-06-01"
+    ctx_req = calls.context_request("q", None, None, "default", "", True, D("2023-06-01"))
+    assert calls.build_context(who, ctx_req).body["as_of"] == "2023-06-01"
+    search_req = calls.search_request("q", None, None, "2023-06-01")
+    assert calls.search(who, search_req).body["as_of"] == "2023-06-01"

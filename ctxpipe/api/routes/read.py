@@ -43,24 +43,13 @@ def find(body: FindIn, svc: Svc, key: ApiKey = ReadKey) -> FindResult:
 @router.post("/search", response_model=SearchResult, responses=_ERRORS)
 def search(body: SearchIn, svc: Svc, key: ApiKey = ReadKey) -> SearchResult:
     """Intent analysis into typed queries, then hierarchical retrieval for each."""
-    return svc.search(
-        body.query, _ctx(body, key), body.recent, scopes=body.scopes, as_of=body.as_of
-    )
+    return svc.search(body.request(), _ctx(body, key))
 
 
 @router.post("/context", response_model=ContextResult, responses=_ERRORS)
 def build_context(body: ContextIn, svc: Svc, key: ApiKey = ReadKey) -> ContextResult:
     """A token-budgeted prompt context (incremental across calls of the same session)."""
-    return svc.build_context(
-        body.query,
-        _ctx(body, key),
-        body.messages,
-        body.budget,
-        body.profile,
-        system_prompt=body.system_prompt,
-        incremental=body.incremental,
-        as_of=body.as_of,
-    )
+    return svc.build_context(body.request(), _ctx(body, key))
 
 
 @router.get("/nodes/read", response_model=ReadOut, responses=_ERRORS)

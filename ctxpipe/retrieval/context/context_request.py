@@ -1,13 +1,11 @@
-"""Inputs and outputs of `build_context` and the section layout."""
+"""The inputs and outputs of `build_context` and the section layout. The request is the public
+`ContextRequest` of the client package (validated where it is built: the API body, the CLI,
+the client, the MCP tool, the service); the results are the client's result models."""
 
 from __future__ import annotations
 
-from datetime import date
-
-from pydantic import BaseModel, Field
-
+from ctxpipe.client.context_request import ContextRequest
 from ctxpipe.client.results import ContextItem, ContextResult, ContextSection
-from ctxpipe.core.session import Message
 
 # most stable first: everything before the first changed section is a reusable prompt prefix
 SECTION_ORDER = ("system_prompt", "user_prefs", "long_term", "retrieval", "short_term")
@@ -18,18 +16,6 @@ TITLES = {
     "retrieval": "## Retrieved context",
     "short_term": "## Conversation",
 }
-
-
-class ContextRequest(BaseModel):
-    query: str
-    messages: list[Message] = Field(default_factory=list)
-    budget: int | None = None
-    profile: str = "default"
-    system_prompt: str = ""
-    incremental: bool = True
-    as_of: date | None = Field(
-        None, description="profile and preference facts valid on this date (None: now)"
-    )
 
 
 __all__ = [

@@ -26,6 +26,7 @@ from celery.signals import (
 
 from ctxpipe.commit.recovery import BrokerWatch, CommitReaper, WorkerRegistry, incarnation_id
 from ctxpipe.core.config import Settings
+from ctxpipe.fs.redis_lock import set_holder
 from tasks import context
 from tasks.app import app
 from tasks.queues import PLAN, REAP, SUBMIT
@@ -49,6 +50,7 @@ def registry(settings: Settings, client: redis.Redis | None = None) -> WorkerReg
 @worker_init.connect
 def _on_worker_init(sender: Any = None, **_: Any) -> None:
     _node["incarnation"] = incarnation_id(getattr(sender, "hostname", None))
+    set_holder(_node["incarnation"])  # before the pool forks: its processes inherit it
 
 
 @worker_ready.connect
@@ -56,6 +58,7 @@ def _on_worker_ready(**_: Any) -> None:
     settings: Settings = app.conf.ctxpipe_settings
     inc = _node["incarnation"] or incarnation_id()
     _node["incarnation"] = inc
+    set_holder(inc)
     stop = threading.Event()
     _node["stop"] = stop
     # the thread's own client: prefork children never share it
@@ -151,14 +154,17 @@ def reap() -> dict[str, Any]:
         lambda commit_id, start: workflow(commit_id, start).apply_async(),
     )
     report = reaper.reap()
-    if report.redriven or report.failed:
+    if report.redriven or report.failed or report.locks_freed:
         log.warning(
-            "reaper: re-drove %d commit(s), failed %d (dead nodes: %s, broker restarted: %s)",
-            len(report.redriven), len(report.failed), report.dead_nodes, report.broker_restarted,
+            "reaper: re-drove %d commit(s), failed %d, freed %d lock(s) "
+            "(dead nodes: %s, broker restarted: %s)",
+            len(report.redriven), len(report.failed), report.locks_freed, report.dead_nodes,
+            report.broker_restarted,
         )  # fmt: skip
     return {
         "redriven": report.redriven,
         "failed": report.failed,
+        "locks_freed": report.locks_freed,
         "dead_nodes": report.dead_nodes,
         "broker_restarted": report.broker_restarted,
     }

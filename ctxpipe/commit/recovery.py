@@ -6,11 +6,11 @@ hours, because it must exceed the longest task. Lowering it would re-deliver lon
 tasks that are still running. Instead every worker node *incarnation* (node name, pid, start
 time) keeps a short-lived heartbeat key alive and records, per running task, the commit and
 phase it works on; the reaper (a beat job every few seconds) re-drives at once the commits of an
-incarnation whose heartbeat expired. A broker restart is detected by the Redis `run_id`: queued
-messages and chord counters may be gone (a broker without persistence, or one restarted from
-an older file), so every commit in flight that was accepted before the restart is re-driven
-too. The stuck-
-commit sweeper stays as the last resort.
+incarnation whose heartbeat expired, after freeing the owner locks it held (they would
+otherwise hold up the owner's commits until they expire). A broker restart is detected by the
+Redis `run_id`: queued messages and chord counters may be gone (a broker without persistence,
+or one restarted from an older file), so every commit in flight that was accepted before the
+restart is re-driven too. The stuck-commit sweeper stays as the last resort.
 
 Every step is idempotent (write-once phase outputs, deterministic URIs and event ids), so a
 re-drive that races with a late original delivery costs work, never correctness. A commit
@@ -30,6 +30,7 @@ from typing import Any, Protocol, cast
 import redis
 
 from ctxpipe.commit.steps import resume_point
+from ctxpipe.fs.redis_lock import release_held_by
 
 PREFIX = "ctxpipe:workers"
 RUNNING_TTL_S = 7 * 24 * 3600
@@ -99,6 +100,11 @@ class WorkerRegistry:
                 continue
         return out
 
+    def release_locks(self, incarnation: str) -> int:
+        """Free the owner locks a dead incarnation still holds (`RedisOwnerLock` names its
+        holder); how many were freed."""
+        return release_held_by(self.client, incarnation)
+
     def forget(self, incarnation: str) -> None:
         pipe = self.client.pipeline(transaction=False)
         pipe.delete(self._running + incarnation)
@@ -158,6 +164,7 @@ class ReapReport:
     broker_restarted: bool = False
     redriven: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    locks_freed: int = 0
 
 
 class CommitReaper:
@@ -185,6 +192,8 @@ class CommitReaper:
         done: set[str] = set()
         for inc in self.registry.dead():
             report.dead_nodes.append(inc)
+            # first: the re-driven commits (and any other of the same owners) need them
+            report.locks_freed += self.registry.release_locks(inc)
             for commit_id, _phase in self.registry.orphans(inc):
                 if commit_id not in done:
                     done.add(commit_id)

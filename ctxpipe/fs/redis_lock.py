@@ -3,18 +3,60 @@
 A Redis lock with an expiry (so a crashed holder cannot block an owner forever), renewed while
 held. Expiry means two holders can overlap after a long stall; the ContextFS version check
 (`write_node(expected_version=...)`) is the fence that still refuses the stale writer.
+
+A worker node names itself the *holder* of the locks its processes take (`set_holder`: its
+incarnation, inherited by the pool processes it forks): each lock's value starts with the
+holder, and the holder's set of held keys is kept beside them. When the node dies, the reaper
+frees what it held at once (`release_held_by`), instead of leaving the owner's next commits
+to wait out the expiry.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import uuid
 from collections.abc import Iterator
+from typing import cast
 
 import redis
 from redis.exceptions import LockError
 
 from ctxpipe.core.errors import LockTimeoutError
+
+HELD_PREFIX = "ctxpipe:locks-held:"
+HELD_TTL_S = 7 * 24 * 3600  # the held set of a holder never reaped (a node that died unseen)
+_HOLDER = {"id": ""}
+
+# delete the lock only while its value still names the holder (a lock that expired and was
+# taken by another is left alone)
+_RELEASE_IF_HELD_BY = """
+local v = redis.call('get', KEYS[1])
+if v and string.sub(v, 1, string.len(ARGV[1])) == ARGV[1] then
+  return redis.call('del', KEYS[1])
+end
+return 0
+"""
+
+
+def set_holder(holder: str) -> None:
+    """Name this process — and the pool processes it forks afterwards — as the holder of the
+    locks it takes: a worker node's incarnation, so that the reaper can free the locks of a
+    dead one. Empty: anonymous (locks then only expire)."""
+    _HOLDER["id"] = holder
+
+
+def release_held_by(client: redis.Redis, holder: str) -> int:
+    """Free every lock `holder` (a dead worker incarnation) still holds; how many were freed."""
+    held = HELD_PREFIX + holder
+    keys = cast(set[bytes], client.smembers(held))
+    freed = 0
+    if keys:
+        release = client.register_script(_RELEASE_IF_HELD_BY)
+        for key in sorted(keys):
+            freed += int(cast(int, release(keys=[key], args=[f"{holder}#"])))
+    client.delete(held)
+    return freed
 
 
 class RedisOwnerLock:
@@ -38,14 +80,16 @@ class RedisOwnerLock:
     @contextlib.contextmanager
     def hold(self, key: str, timeout: float | None = None) -> Iterator[None]:
         wait = self._timeout if timeout is None else timeout
+        name, holder = self._prefix + key, _HOLDER["id"]
         lock = self._client.lock(
-            self._prefix + key,
+            name,
             timeout=self._ttl,
             blocking=True,
             blocking_timeout=wait,
             thread_local=False,
         )
-        if not lock.acquire():
+        token = f"{holder}#{uuid.uuid4().hex}" if holder else None
+        if not lock.acquire(token=token):
             raise LockTimeoutError(key, wait)
         stop = threading.Event()
 
@@ -59,9 +103,17 @@ class RedisOwnerLock:
         keeper = threading.Thread(target=renew, name=f"lock-renew:{key}", daemon=True)
         keeper.start()
         try:
+            if holder:  # inside: a failure here still releases the lock
+                pipe = self._client.pipeline(transaction=False)
+                pipe.sadd(HELD_PREFIX + holder, name)
+                pipe.expire(HELD_PREFIX + holder, HELD_TTL_S)
+                pipe.execute()
             yield
         finally:
             stop.set()
             keeper.join(timeout=1)
             with contextlib.suppress(LockError):
                 lock.release()
+            if holder:
+                with contextlib.suppress(redis.RedisError):
+                    self._client.srem(HELD_PREFIX + holder, name)

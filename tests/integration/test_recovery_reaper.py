@@ -4,6 +4,7 @@ or a broker restart leaves behind, and that re-driving them is bounded."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -11,7 +12,9 @@ import redis
 from ctxpipe.commit import steps
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.commit.recovery import BrokerWatch, CommitReaper, WorkerRegistry, incarnation_id
+from ctxpipe.core.errors import LockTimeoutError
 from ctxpipe.core.session import RequestContext
+from ctxpipe.fs.redis_lock import HELD_PREFIX, RedisOwnerLock, set_holder
 from ctxpipe.storage.commit_ledger import CommitLedger
 
 pytestmark = pytest.mark.integration
@@ -66,6 +69,64 @@ def test_a_dead_incarnation_has_its_commits_redriven_once_and_is_forgotten(
     assert dead not in reg.alive() and reg.orphans(dead) == []
     sent.clear()
     assert reap.reap().redriven == [] and sent == []  # forgotten: not re-driven again
+
+
+@pytest.fixture
+def holder() -> Iterator[None]:
+    yield
+    set_holder("")  # this test process is anonymous again
+
+
+def test_a_dead_nodes_owner_locks_are_freed_before_its_commits_are_redriven(
+    ledger: CommitLedger, client: redis.Redis, holder: None
+) -> None:
+    """A node SIGKILLed inside an owner lock would otherwise hold up that owner's next commits
+    until the lock expires; the reaper frees it, and only what that node held."""
+    sent: list[tuple[str, str]] = []
+    reg, reap = reaper(ledger, client, sent)
+    reap.reap()
+    submit(ledger, "c-locked")
+    dead, other = incarnation_id("commit@h", 11), incarnation_id("commit@h", 12)
+    lock = RedisOwnerLock(client, ttl_s=60, default_timeout=0.2)
+    set_holder(dead)
+    dying = lock.hold("owner:acme/u")  # entered and never left: its holder dies inside
+    dying.__enter__()
+    set_holder(other)
+    with lock.hold("owner:acme/v"):  # another node's lock, held through the reap
+        reg.heartbeat(dead)
+        reg.heartbeat(other)
+        reg.track(dead, "t1", "c-locked", "plan")
+        with pytest.raises(LockTimeoutError):  # the owner is blocked while its holder lives
+            with lock.hold("owner:acme/u"):
+                pass
+        time.sleep(0.4)
+        reg.heartbeat(other)
+        report = reap.reap()
+        assert report.dead_nodes == [dead] and report.locks_freed == 1
+        assert sent == [("c-locked", "archive")]
+        with lock.hold("owner:acme/u", timeout=0.2):  # free at once, not in 60 s
+            pass
+        with pytest.raises(LockTimeoutError):  # the living node's lock is left alone
+            with lock.hold("owner:acme/v", timeout=0.2):
+                pass
+    assert not client.exists(HELD_PREFIX + dead)
+    assert client.smembers(HELD_PREFIX + other) == set()  # released: no longer listed
+    dying.__exit__(None, None, None)  # the late holder's release fails quietly
+
+
+def test_a_lock_that_expired_and_was_taken_by_another_is_not_freed(
+    client: redis.Redis, holder: None
+) -> None:
+    dead, alive = incarnation_id("commit@h", 21), incarnation_id("commit@h", 22)
+    key = "ctxpipe:lock:owner:acme/w"
+    client.set(key, f"{dead}#1", px=300)  # what the dead node left: its lock and its list
+    client.sadd(HELD_PREFIX + dead, key)
+    set_holder(alive)
+    lock = RedisOwnerLock(client, ttl_s=30, default_timeout=2)
+    with lock.hold("owner:acme/w"):  # taken by `alive` once the dead node's lock expired
+        assert WorkerRegistry(client).release_locks(dead) == 0
+        assert client.get(key).decode().startswith(f"{alive}#")  # type: ignore[union-attr]
+    assert not client.exists(HELD_PREFIX + dead)
 
 
 def test_finished_commits_are_not_redriven(ledger: CommitLedger, client: redis.Redis) -> None:

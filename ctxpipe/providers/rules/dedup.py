@@ -24,14 +24,12 @@ NEAR_IDENTICAL = 0.95
 
 
 def dedup_decision(variables: dict[str, Any]) -> dict[str, Any]:
-    category = str(variables.get("category") or "")
-    sim = float(variables.get("similarity") or 0.0)
-    cand = token_set(
-        f"{variables.get('candidate_abstract') or ''}\n{variables.get('candidate_content') or ''}"
-    )
-    existing = parse_lines(str(variables.get("existing_content") or ""))
+    var = {name: str(value or "") for name, value in variables.items()}
+    category, sim = var.get("category", ""), float(variables.get("similarity") or 0.0)
+    cand = token_set(f"{var.get('candidate_abstract', '')}\n{var.get('candidate_content', '')}")
+    existing = parse_lines(var.get("existing_content", ""))
     active = "\n".join(ln.text for ln in existing if ln.active)  # superseded lines do not count
-    exist = token_set(f"{variables.get('existing_abstract') or ''}\n{active}")
+    exist = token_set(f"{var.get('existing_abstract', '')}\n{active}")
     j = jaccard(cand, exist)
     cont = containment(cand, exist)
     new = sorted(cand - exist)

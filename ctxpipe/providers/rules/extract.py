@@ -1,14 +1,12 @@
-"""`extraction.profile`, `extraction.preferences`, `extraction.entity_event` from statements.
-
-Each handler takes the user's statements (`statements.statements`) of its categories and
-writes one line per statement, citing only the message the statement comes from:
+"""The extraction handlers. `extraction.procedure` gathers the session's cases (`cases`),
+patterns (`routines`) and skills (`skills`); the others write one line per statement of the
+user (`statements.statements`), citing only the message it comes from:
 
 - profile: ONE memory (routing key ``profile``) with the profile statements;
-- preferences: one memory per topic — the single-valued attribute it is about (`SLOTS`), else
-  the first noun after its verb — with its statements, plus the user's instructions
-  (imperative sentences: "Keep answers short.", "Please don't use emojis.");
-- events: one memory per message with event statements, dated by the first date they name
-  (else the day the message was sent);
+- preferences: one memory per topic (`topic_key`) with its statements and the user's
+  instructions (imperative sentences: "Keep answers short.", "Please don't use emojis.");
+- events: one memory per message with event statements, telling its sentences, dated by the
+  first date they name (else the day the message was sent);
 - entities: one memory per name, with every statement that carries the name.
 """
 
@@ -18,12 +16,15 @@ from collections import defaultdict
 from typing import Any
 
 from ctxpipe.core.text import content_tokens
-from ctxpipe.providers.rules.inputs import Msg, load_messages
-from ctxpipe.providers.rules.lines import Line, render_lines, synthesize
-from ctxpipe.providers.rules.speech import first_person_subject, lemmas, verb_lemma
+from ctxpipe.providers.rules import topics
+from ctxpipe.providers.rules.cases import case_memory, find_cases
+from ctxpipe.providers.rules.inputs import Msg, load_messages, load_tools
+from ctxpipe.providers.rules.lines import Line, memory, render_lines, synthesize
+from ctxpipe.providers.rules.routines import extract_patterns
+from ctxpipe.providers.rules.skills import extract_skills
+from ctxpipe.providers.rules.speech import has_first_person, lemmas, split_words, verb_lemma
 from ctxpipe.providers.rules.statements import MIN_CONTENT, Statement, statements
 from ctxpipe.providers.rules.text import is_question, slugify
-from ctxpipe.providers.rules.topics import ATTITUDE, WORD_RE, lemma, main_verb, slot_of, topic_words
 
 CONFIDENCE = 0.7
 EVENT_SENTENCES = 6  # an event line tells at most this many sentences of its message
@@ -33,20 +34,12 @@ _DIRECTIVE = ("please", "always", "never", "don't")  # what marks a sentence as 
 def _memory(category: str, key: str, subject: str, found: list[Statement]) -> dict[str, Any]:
     lines = [Line(s.text, [s.msg.id]) for s in found]
     # the full text (L2) quotes the speaker's own sentence where a line is only a clause of it
-    quoted = [Line(s.text, [s.msg.id], s.quote) for s in found]
-    out: dict[str, Any] = {
-        "category": category,
-        "routing_key": key,
-        "abstract": synthesize(subject, lines),
-        "overview": render_lines(lines),
-        "content": render_lines(quoted),
-        "confidence": CONFIDENCE,
-        "source_refs": list(dict.fromkeys(s.msg.id for s in found)),
-    }
+    quoted = render_lines([Line(s.text, [s.msg.id], s.quote) for s in found])
     days = [s.day for s in found if s.day]
-    if category == "events" and days:
-        out["event_time"] = days[0].isoformat()
-    return out
+    dated = {"event_time": days[0].isoformat()} if category == "events" and days else {}
+    abstract, overview = synthesize(subject, lines), render_lines(lines)
+    refs = [s.msg.id for s in found]
+    return memory(category, key, abstract, overview, quoted, CONFIDENCE, refs=refs, **dated)
 
 
 def _load(variables: dict[str, Any]) -> tuple[list[Msg], list[Statement], str]:
@@ -65,22 +58,13 @@ def extract_profile(variables: dict[str, Any]) -> dict[str, Any]:
 
 def topic_key(text: str) -> str:
     """A preference's topic: its single-valued attribute, else the first topic word after its
-    verb (else its first topic word)."""
-    slot = slot_of(text)
-    if slot:
-        return slot
-    words = WORD_RE.findall(text)
-    verb = main_verb(text)
-    after = False
-    for w in words[1:]:
-        if not after:
-            after = verb_lemma(w) == verb
-            continue
-        pos = lemmas(w)
-        if topic_words(w) and (not pos or "NOUN" in pos or "VERB" in pos):
-            return lemma(w)
-    topics = sorted(topic_words(text))
-    return topics[0] if topics else "general"
+    verb that can name a thing (a noun, a verb, a word the lexicon does not know), else its
+    first topic word."""
+    words, verb = split_words(text), topics.main_verb(text)
+    at = next((i for i, w in enumerate(words[1:], 1) if verb_lemma(w) == verb), len(words))
+    named = (w for w in words[at + 1 :] if not lemmas(w) or {"NOUN", "VERB"} & set(lemmas(w)))
+    first = next((topics.lemma(w) for w in named if topics.topic_words(w)), None)
+    return topics.slot_of(text) or first or min(topics.topic_words(text), default="general")
 
 
 def _instruction(msg: Msg, sentence: str) -> Statement | None:
@@ -88,7 +72,7 @@ def _instruction(msg: Msg, sentence: str) -> Statement | None:
     with a base-form verb (after "please", "always", "never", "don't") that is not an adverb or
     adjective or attitude ("Love that colour!" is the speaker's own), and has no subject. An
     exclamation is one only with one of those markers ("Wow, that looks great!" is not)."""
-    words = WORD_RE.findall(sentence)
+    words = split_words(sentence)
     lead = [w for w in words[:3] if w.lower() not in _DIRECTIVE]
     if not lead or is_question(sentence) or len(content_tokens(sentence)) < MIN_CONTENT:
         return None
@@ -97,22 +81,20 @@ def _instruction(msg: Msg, sentence: str) -> Statement | None:
     first = lead[0].lower()
     pos = lemmas(first)
     not_verb = verb_lemma(first) != first or "ADV" in pos or "ADJ" in pos
-    if not_verb or first in ("let", "be") or first in ATTITUDE:
+    if not_verb or first in ("let", "be") or first in topics.ATTITUDE:
         return None
     finite = {"is", "are", "was", "were", "has", "have", "had", "does", "did", "will"}
-    if first_person_subject(sentence) or finite & {w.lower() for w in words[1:]}:
+    if has_first_person(sentence, {"i"}) or finite & {w.lower() for w in words[1:]}:
         return None
     subject = msg.name or "the user"
     text = f"{subject[:1].upper()}{subject[1:]} wants: {sentence[:1].lower()}{sentence[1:]}"
-    return Statement(msg, text, "preferences", "want")
+    return Statement(msg, text, "preferences")
 
 
 def extract_preferences(variables: dict[str, Any]) -> dict[str, Any]:
     messages, found, subject = _load(variables)
     prefs = [s for s in found if s.kind == "preferences"]
-    for msg in messages:
-        if msg.is_user:
-            prefs.extend(st for st in (_instruction(msg, s) for s in msg.sentences) if st)
+    prefs += [st for m in messages if m.is_user for s in m.sentences if (st := _instruction(m, s))]
     groups: dict[str, list[Statement]] = defaultdict(list)
     for s in prefs:
         groups[topic_key(s.text)].append(s)
@@ -135,11 +117,23 @@ def extract_entity_event(variables: dict[str, Any]) -> dict[str, Any]:
         # what happened is told by the whole message: one line, dated by its first event
         first = events[0]
         text = " ".join(list(dict.fromkeys(s.told or s.text for s in group))[:EVENT_SENTENCES])
-        told = Statement(first.msg, text, "events", first.verb, first.day, first.names)
-        low = first.text.lower()
-        # in the order the text says them; a stem not spelled in it (and ties) by the stem
-        words = sorted(topic_words(first.text), key=lambda w: (low.find(w) % (len(low) + 1), w))
-        words = words[:4]
-        key = slugify(f"{first.day.isoformat() if first.day else ''} {' '.join(words)}")
+        told = Statement(first.msg, text, "events", first.day, first.names)
+        day = first.day.isoformat() if first.day else ""
+        key = slugify(f"{day} {' '.join(topics.key_topics(first.text))}")
         memories.append(_memory("events", key, subject, [told]))
+    return {"memories": memories}
+
+
+def extract_procedure(variables: dict[str, Any]) -> dict[str, Any]:
+    messages = load_messages(variables.get("messages"))
+    tools = load_tools(variables.get("tools"))
+    memories: list[dict[str, Any]] = []
+    for mem in map(case_memory, find_cases(messages)):
+        key, n = mem["routing_key"], 2
+        while any(m["routing_key"] == mem["routing_key"] for m in memories):  # the same slug
+            mem["routing_key"] = f"{key}-{n}"
+            n += 1
+        memories.append(mem)
+    memories.extend(extract_patterns(messages, tools))
+    memories.extend(extract_skills(messages, tools))
     return {"memories": memories}

@@ -1,41 +1,23 @@
-"""Typed views of the prompt variables (messages, tools, times) the rules provider works from."""
+"""Typed views of the prompt variables (messages, tool calls) the rules provider works from."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date
 from functools import cached_property
 from typing import Any
 
+from pydantic import BaseModel
+
+from ctxpipe.core.session import ToolUse
+from ctxpipe.core.validity import to_date
 from ctxpipe.providers.rules.text import split_sentences
 
 
 def _as_dict(item: Any) -> dict[str, Any]:
-    if isinstance(item, dict):
-        return item
-    dump = getattr(item, "model_dump", None)
-    if callable(dump):
-        return dict(dump())
-    if isinstance(item, str):
-        return {"content": item}
-    return {}
-
-
-def parse_time(value: Any) -> datetime | None:
-    """ISO string / datetime / date → datetime (None when absent or unparsable)."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, datetime):
-        return value
-    if isinstance(value, date):
-        return datetime(value.year, value.month, value.day)
-    text = str(value).strip()
-    for iso in (text, text[:10]):
-        try:
-            return datetime.fromisoformat(iso)
-        except ValueError:
-            pass
-    return None
+    if isinstance(item, BaseModel):
+        return item.model_dump()
+    return item if isinstance(item, dict) else {"content": item} if isinstance(item, str) else {}
 
 
 @dataclass
@@ -45,7 +27,7 @@ class Msg:
     content: str
     index: int
     name: str | None = None
-    created_at: datetime | None = None
+    day: date | None = None  # the day it was sent
 
     @cached_property
     def sentences(self) -> list[str]:
@@ -55,65 +37,21 @@ class Msg:
     def is_user(self) -> bool:
         return self.role == "user"
 
-    @property
-    def is_assistant(self) -> bool:
-        return self.role == "assistant"
-
 
 def load_messages(raw: Any) -> list[Msg]:
     """Messages from the `messages` variable, minus injected ones (recalled memory)."""
     out: list[Msg] = []
-    for i, item in enumerate(raw or []):
-        d = _as_dict(item)
-        if d.get("injected"):
-            continue
+    for i, d in enumerate(map(_as_dict, raw or [])):
         content = str(d.get("content") or "")
-        if not content.strip():
+        if d.get("injected") or not content.strip():
             continue
+        msg_id, role = str(d.get("id") or f"#{i}"), str(d.get("role") or "user")
         out.append(
-            Msg(
-                id=str(d.get("id") or f"#{i}"),
-                role=str(d.get("role") or "user"),
-                content=content,
-                index=len(out),
-                name=d.get("name"),
-                created_at=parse_time(d.get("created_at")),
-            )
+            Msg(msg_id, role, content, len(out), d.get("name"), to_date(d.get("created_at")))
         )
     return out
 
 
-@dataclass
-class Tool:
-    name: str
-    kind: str = "tool"
-    success: bool = True
-    duration_ms: int = 0
-    tokens: int = 0
-    input: str = ""
-    output: str = ""
-    error: str = ""
-    message_id: str | None = None
-
-
-def load_tools(raw: Any) -> list[Tool]:
-    out: list[Tool] = []
-    for item in raw or []:
-        d = _as_dict(item)
-        name = str(d.get("name") or "").strip()
-        if not name:
-            continue
-        out.append(
-            Tool(
-                name=name,
-                kind=str(d.get("kind") or "tool"),
-                success=bool(d.get("success", True)),
-                duration_ms=int(d.get("duration_ms") or 0),
-                tokens=int(d.get("tokens") or 0),
-                input=str(d.get("input") or ""),
-                output=str(d.get("output") or ""),
-                error=str(d.get("error") or ""),
-                message_id=d.get("message_id"),
-            )
-        )
-    return out
+def load_tools(raw: Any) -> list[ToolUse]:
+    """The tool calls of the `tools` variable (`ToolUse` records), unnamed ones left out."""
+    return [ToolUse.model_validate(d) for d in map(_as_dict, raw or []) if d.get("name")]

@@ -26,19 +26,17 @@ STARTERS = (
     r"could|should|would|will|have|has|remind|tell|show|list|find|give|explain|summari[sz]e"
 )
 SPLIT_RE = re.compile(
-    rf";\s*|,?\s+and also\s+|,\s*also,?\s+|\s+also,\s+|,?\s+(?:and|or|plus)\s+(?=(?:{STARTERS})\b)",
-    re.I,
+    rf"(?i);\s*|,?\s+and also\s+|,\s*also,?\s+|\s+also,\s+"
+    rf"|,?\s+(?:and|or|plus)\s+(?=(?:{STARTERS})\b)"
 )
 SKILL_RE = re.compile(
-    r"\bhow (?:do|can|should|would) (?:i|we|you) (?:use|run|call|invoke|configure)\b|"
+    r"(?i)\bhow (?:do|can|should|would) (?:i|we|you) (?:use|run|call|invoke|configure)\b|"
     r"\bhow to (?:use|run|call|invoke|configure)\b|\busage of\b|\b(?:tool|tools|skill|skills|"
-    r"command|commands|cli|api|plugin|script)\b|\b[a-z]+_[a-z_]+\b",
-    re.I,
+    r"command|commands|cli|api|plugin|script)\b|\b[a-z]+_[a-z_]+\b"
 )
 RESOURCE_RE = re.compile(
-    r"\b(?:docs?|documentation|files?|spec|specs|specification|readme|manual|guide|pdf|wiki|"
-    r"page|paper|papers|reference|handbook|runbook|design doc|notes|slides)\b",
-    re.I,
+    r"(?i)\b(?:docs?|documentation|files?|spec|specs|specification|readme|manual|guide|pdf|wiki|"
+    r"page|paper|papers|reference|handbook|runbook|design doc|notes|slides)\b"
 )
 INTENTS = {  # the first label whose words a memory query has
     "recall_preference": r"prefer\w*|like|likes|favou?rite|hate|style|rather",
@@ -52,71 +50,56 @@ PRONOUNS = {
     "he": "person", "him": "person", "his": "person", "she": "person", "her": "person",
     "it": "thing", "its": "thing", "they": "any", "them": "any", "their": "any",
 }  # fmt: skip
-_PRONOUN_RE = re.compile(r"\b(he|him|his|she|her|it|its|they|them|their)\b(\s+\w+)?", re.I)
+_JOINED_RE = re.compile(r"^(?:and|also|plus|or)\b[\s,]*", re.I)
+_PRONOUN_RE = re.compile(rf"\b({'|'.join(PRONOUNS)})\b(\s+\w+)?", re.I)
 _KIN_BEFORE = re.compile(r"\b(?:my|our)\s+[a-z-]+(?:\s+[a-z-]+)?,?\s*$", re.I)
-_NEXT_WORD = re.compile(r"^\s*('s\b|[a-z]+)")
 
 
 def split_compound(query: str) -> list[str]:
-    parts: list[str] = []
-    for sentence in split_sentences(query) or [query]:
-        for piece in SPLIT_RE.split(sentence):
-            piece = re.sub(r"^(?:and|also|plus|or)\b[\s,]*", "", piece.strip(" ,"), flags=re.I)
-            piece = piece.strip(" ,;")
-            if piece:
-                parts.append(piece)
-    return parts
+    """The questions of a query: its sentences cut at `SPLIT_RE`, without the conjunction that
+    opened each."""
+    pieces = (p.strip(" ,") for s in split_sentences(query) or [query] for p in SPLIT_RE.split(s))
+    return [p for p in (_JOINED_RE.sub("", p).strip(" ,;") for p in pieces) if p]
 
 
-def recent_names(recent: Any) -> list[tuple[str, str]]:
-    """(name, 'person'|'thing') from the recent messages, most recent first."""
-    found: list[tuple[str, str]] = []
-    for msg in reversed(load_messages(recent)):
-        for s in reversed(msg.sentences):
-            found = _add_names(found, s)
+def recent_names(recent: Any) -> dict[str, str]:
+    """name → 'person' | 'thing' from the recent messages, most recent first."""
+    found: dict[str, str] = {}
+    for s in (s for msg in reversed(load_messages(recent)) for s in reversed(msg.sentences)):
+        found = _add_names(found, s)
     return found
 
 
 def _is_person(before: str, after: str) -> bool:
     """A name is a person when a kin word of the speaker stands before it ("my sister
-    Hannah") or it is the subject of a past-tense verb ("Hannah said …")."""
-    if _KIN_BEFORE.search(before):
+    Hannah"), it owns something ("Hannah's"), or it is the subject of an inflected verb other
+    than be, have and do ("Hannah said …", "Hannah lives …")."""
+    if _KIN_BEFORE.search(before) or after.startswith("'s"):
         return True
-    m = _NEXT_WORD.match(after)
-    if not m or m.group(1) == "'s":
-        return bool(m)
-    word = m.group(1)
-    lemma = verb_lemma(word)
-    return lemma is not None and lemma not in ("be", "have", "do") and lemma != word
+    word = (re.findall(r"^\s*([a-z]+)", after) or [""])[0]
+    return verb_lemma(word) not in (None, word, "be", "have", "do")
 
 
-def _add_names(found: list[tuple[str, str]], sentence: str) -> list[tuple[str, str]]:
-    """Append the sentence's names (a 'person' cue anywhere upgrades an earlier entry)."""
+def _add_names(found: dict[str, str], sentence: str) -> dict[str, str]:
+    """Add the sentence's names (a 'person' cue anywhere upgrades an earlier entry)."""
     for name in reversed(names_in(sentence)):
         st = sentence.find(name)
-        person = _is_person(sentence[:st], sentence[st + len(name) :])
-        idx = next((i for i, (n, _) in enumerate(found) if n == name), None)
-        if idx is None:
-            found.append((name, "person" if person else "thing"))
-        elif person:
-            found[idx] = (name, "person")
+        if _is_person(sentence[:st], sentence[st + len(name) :]):
+            found[name] = "person"
+        found.setdefault(name, "thing")
     return found
 
 
-def resolve_pronouns(text: str, names: list[tuple[str, str]]) -> tuple[str, list[str]]:
+def resolve_pronouns(text: str, names: dict[str, str]) -> tuple[str, list[str]]:
     notes: list[str] = []
-    present = {n.lower() for n, _ in names if n.lower() in text.lower()}
-
-    def pick(kind: str) -> str | None:
-        """The most recent name of that kind; a thing may be any name, a person may not."""
-        latest = names[0][0] if names else None
-        typed = next((n for n, k in names if k == kind), None)
-        return latest if kind == "any" else typed or (latest if kind == "thing" else None)
+    present = {n.lower() for n in names if n.lower() in text.lower()}
 
     def repl(m: re.Match[str]) -> str:
         pron, tail = m.group(1), m.group(2) or ""
-        low = pron.lower()
-        name = pick(PRONOUNS[low])
+        low, kind = pron.lower(), PRONOUNS[pron.lower()]
+        # the most recent name of the pronoun's kind; a thing may be any name, a person may not
+        typed = [n for n, k in names.items() if kind in (k, "any")]
+        name = next(iter(typed or [n for n in names if kind == "thing"]), None)
         if not name or name.lower() in present:
             return m.group(0)
         nxt = tail.strip().lower()
@@ -151,7 +134,7 @@ def intent_analysis(variables: dict[str, Any]) -> dict[str, Any]:
     for part in split_compound(query):
         resolved, n = resolve_pronouns(part, names)
         # names asked about earlier in the same query are the most recent antecedents
-        names = _add_names([], part) + [x for x in names if x[0] not in part]
+        names = _add_names({}, part) | {n: k for n, k in names.items() if n not in part}
         resolved = resolved.rstrip("?.! ")
         key = tuple(sorted(set(content_tokens(resolved))))
         if is_chitchat(resolved) or not key or key in seen:
@@ -159,10 +142,8 @@ def intent_analysis(variables: dict[str, Any]) -> dict[str, Any]:
         seen.add(key)
         notes.extend(n)
         ctype, intent = classify(resolved)
-        priority = min(5, len(queries) + 1)
-        queries.append(
-            {"query": resolved, "context_type": ctype, "intent": intent, "priority": priority}
-        )
+        typed = {"query": resolved, "context_type": ctype, "intent": intent}
+        queries.append({**typed, "priority": min(5, len(queries) + 1)})
         if len(queries) >= max_q:
             break
     reasoning = f"{len(queries)} sub-quer{'y' if len(queries) == 1 else 'ies'}"

@@ -9,11 +9,14 @@ text, kept as it is.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ctxpipe.core.text import normalize_space
 from ctxpipe.core.validity import Validity, split_annotation
 
+MEMORY_FIELDS = ("category", "routing_key", "abstract", "overview", "content", "confidence")
 _LINE_RE = re.compile(
     r"^\s*[-*•]\s+(?P<body>.*?)(?:\s*\[(?P<refs>[^\[\]]*)\])?"
     r"(?:\s+—\s+\"(?P<evidence>.*)\")?\s*$"
@@ -43,22 +46,17 @@ class Line:
         self.refs.extend(r for r in refs if r not in self.refs)
 
     def render(self) -> str:
-        if not self.bullet:
-            return self.text
-        out = f"- {self.text}"
-        if self.refs:
-            out += f" [{', '.join(self.refs)}]"
-        if self.evidence:
-            out += f' — "{self.evidence}"'
-        return out + self.validity.render()
+        refs = f" [{', '.join(self.refs)}]" if self.refs else ""
+        evidence = f' — "{self.evidence}"' if self.evidence else ""
+        return (
+            f"- {self.text}{refs}{evidence}{self.validity.render()}" if self.bullet else self.text
+        )
 
 
 def parse_lines(text: str) -> list[Line]:
     """The lines of a markdown block (non-bullet lines are kept as free text)."""
     out: list[Line] = []
-    for raw in (text or "").splitlines():
-        if not raw.strip():
-            continue
+    for raw in filter(str.strip, (text or "").splitlines()):
         head, validity = split_annotation(raw)
         m = _LINE_RE.match(head)
         if not m:
@@ -85,3 +83,10 @@ def synthesize(subject: str, lines: list[Line], max_chars: int = 240) -> str:
     more = len(active) - len(body)
     line = "; ".join(body) + (f" (+{more} more)" if more > 0 else "") or "no details"
     return f"{subject}: {line}" if subject else line[:1].upper() + line[1:]
+
+
+def memory(*fields: str | float, refs: Iterable[str], **extra: str) -> dict[str, Any]:
+    """One extracted memory as the extraction schema reads it: the `MEMORY_FIELDS` in order,
+    then its refs (each once, in order) and any `extra` fields."""
+    found = dict(zip(MEMORY_FIELDS, fields, strict=True))
+    return {**found, "source_refs": list(dict.fromkeys(refs)), **extra}

@@ -1,8 +1,7 @@
-"""RulesLLM: the deterministic, offline LLM provider (the default).
-
-It never renders or reads a prompt: it dispatches on `prompt_id` and derives its answer from
-the structured prompt `variables` with the rule-based modules of this package, then validates
-the answer against the requested schema exactly like a real provider would.
+"""RulesLLM: the deterministic, offline LLM provider (the default). It never renders or reads
+a prompt: it dispatches on `prompt_id`, derives its answer from the structured prompt
+`variables` with the modules of this package, and validates it against the requested schema
+like a real provider.
 """
 
 from __future__ import annotations
@@ -16,15 +15,10 @@ from pydantic import BaseModel, ValidationError
 from ctxpipe.core.errors import LLMError
 from ctxpipe.core.session import RequestContext
 from ctxpipe.providers.base import LLMUsage
+from ctxpipe.providers.rules import extract
 from ctxpipe.providers.rules.dedup import dedup_decision
-from ctxpipe.providers.rules.extract import (
-    extract_entity_event,
-    extract_preferences,
-    extract_profile,
-)
 from ctxpipe.providers.rules.intent import intent_analysis
 from ctxpipe.providers.rules.merge import merge_bundle
-from ctxpipe.providers.rules.procedure import extract_procedure
 from ctxpipe.providers.rules.summarize import archive_summary
 
 T = TypeVar("T", bound=BaseModel)
@@ -32,10 +26,10 @@ Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
 HANDLERS: dict[str, Handler] = {
     "compression.archive_summary": archive_summary,
-    "extraction.profile": extract_profile,
-    "extraction.preferences": extract_preferences,
-    "extraction.entity_event": extract_entity_event,
-    "extraction.procedure": extract_procedure,
+    "extraction.profile": extract.extract_profile,
+    "extraction.preferences": extract.extract_preferences,
+    "extraction.entity_event": extract.extract_entity_event,
+    "extraction.procedure": extract.extract_procedure,
     "policy.merge_bundle": merge_bundle,
     "policy.dedup_decision": dedup_decision,
     "retrieval.intent_analysis": intent_analysis,
@@ -44,15 +38,11 @@ HANDLERS: dict[str, Handler] = {
 
 def _words(value: Any) -> int:
     """Whitespace-separated words of a JSON-ish value (strings inside it, recursively)."""
-    if value is None:
-        return 0
     if isinstance(value, str):
         return len(value.split())
-    if isinstance(value, dict):
-        return sum(_words(v) for v in value.values())
-    if isinstance(value, list | tuple | set):
-        return sum(_words(v) for v in value)
-    return 1
+    if isinstance(value, dict | list | tuple | set):
+        return sum(map(_words, value.values() if isinstance(value, dict) else value))
+    return int(value is not None)
 
 
 class RulesLLM:

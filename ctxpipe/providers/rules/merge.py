@@ -20,18 +20,10 @@ from typing import Any
 
 from ctxpipe.core.text import containment, jaccard, stem, token_set
 from ctxpipe.core.validity import TEMPORAL_CATEGORIES
+from ctxpipe.providers.rules import topics
 from ctxpipe.providers.rules.lines import Line, parse_lines, render_lines, synthesize
-from ctxpipe.providers.rules.speech import verb_lemma
-from ctxpipe.providers.rules.topics import (
-    WORD_RE,
-    is_change,
-    is_negated,
-    lemma,
-    main_verb,
-    slot_of,
-    slots_of,
-    topic_words,
-)
+from ctxpipe.providers.rules.speech import is_negated, split_words, verb_lemma
+from ctxpipe.providers.rules.text import lead_in
 
 NEAR_JACCARD = 0.8
 
@@ -54,17 +46,17 @@ class _Features:
 
 @lru_cache(maxsize=16384)
 def _features(text: str) -> _Features:
-    verb = main_verb(text)
+    verb = topics.main_verb(text)
     # a negation, or a verb that negates by its prefix ("dislikes" against "likes")
     reversed_verb = verb[:3] == "dis" and verb_lemma(verb[3:]) == verb[3:]
     key = _KEY_RE.match(text)
     return _Features(
         text,
         frozenset(token_set(text)),
-        frozenset(topic_words(text)),
-        slots_of(text),
+        frozenset(topics.topic_words(text)),
+        topics.slots_of(text),
         is_negated(text) != reversed_verb,
-        is_change(text),
+        topics.is_change(text),
         key.group(1) if key else None,
     )
 
@@ -103,11 +95,8 @@ def collapse(lines: list[Line]) -> list[Line]:
     last: dict[tuple[str, bool], Line] = {}
     for ln in lines:
         key = (ln.text, ln.bullet)
-        if key in last:
-            last[key] = last.pop(key)  # moved to the end
-            last[key].add_refs(ln.refs)
-        else:
-            last[key] = replace(ln, refs=list(ln.refs))
+        last[key] = last.pop(key) if key in last else replace(ln, refs=[])  # moved to the end
+        last[key].add_refs(ln.refs)
     return list(last.values())
 
 
@@ -123,7 +112,7 @@ def merge_lines(
     if old:
         new = merge_lines([], new, temporal, owner)[0]
     owner_words = frozenset(
-        stem(lemma(w.lower().removesuffix("'s"))) for w in WORD_RE.findall(owner)
+        stem(topics.lemma(w.lower().removesuffix("'s"))) for w in split_words(owner)
     )
     lines = list(old)
     valid: dict[str, list[Line]] = {}
@@ -171,46 +160,36 @@ def headline(lines: list[Line]) -> list[Line]:
     """The valid lines in the order an abstract states them: the single-valued attributes
     (who the user is now: name, work, home, the replies they want) first, then the newest."""
     valid = [ln for ln in lines if ln.active]
-    return sorted(reversed(valid), key=lambda ln: slot_of(ln.text) is None)
-
-
-def _subject(abstract: str) -> str:
-    head, sep, _ = abstract.partition(": ")
-    return head.strip() if sep and 0 < len(head.split()) <= 8 else ""
+    return sorted(reversed(valid), key=lambda ln: topics.slot_of(ln.text) is None)
 
 
 def merge_bundle(variables: dict[str, Any]) -> dict[str, Any]:
-    category = str(variables.get("category") or "")
-    temporal = category in TEMPORAL_CATEGORIES
-    old_abs = str(variables.get("existing_abstract") or "")
-    new_abs = str(variables.get("new_abstract") or "")
-    merged: dict[str, list[Line]] = {}
-    conflicts: list[str] = []
-    added = folded = kept = 0
-    subject = _subject(new_abs) or _subject(old_abs)
-    for level in ("overview", "content"):
-        old = parse_lines(str(variables.get(f"existing_{level}") or ""))
-        new = parse_lines(str(variables.get(f"new_{level}") or ""))
-        if level == "overview":
-            old = old or (parse_lines(f"- {old_abs}") if old_abs else [])
-            new = new or (parse_lines(f"- {new_abs}") if new_abs else [])
-            kept = len(old)
-        lines, found, n_added, n_folded = merge_lines(old, new, temporal, subject)
-        merged[level] = lines
-        conflicts.extend(c for c in found if c not in conflicts)
-        if level == "overview":
-            added, folded = n_added, n_folded
-    body = merged["overview"] or merged["content"]
+    var = {name: str(value or "") for name, value in variables.items()}
+    temporal = var.get("category") in TEMPORAL_CATEGORIES
+    old_abs, new_abs = var.get("existing_abstract", ""), var.get("new_abstract", "")
+    subject = lead_in(new_abs)[0] or lead_in(old_abs)[0]  # whom the abstract is about
+    # a memory without overview lines has its abstract as its one line
+    old = parse_lines(var.get("existing_overview", "")) or parse_lines(old_abs and f"- {old_abs}")
+    new = parse_lines(var.get("new_overview", "")) or parse_lines(new_abs and f"- {new_abs}")
+    overview, conflicts, added, folded = merge_lines(old, new, temporal, subject)
+    old_content, new_content = (
+        parse_lines(var.get(f"{s}_content", "")) for s in ("existing", "new")
+    )
+    content, more, _, _ = merge_lines(old_content, new_content, temporal, subject)
+    conflicts = list(dict.fromkeys(conflicts + more))
+    body = overview or content
     abstract = synthesize(subject, headline(body)) if body else (new_abs or old_abs or "(empty)")
-    reason = f"kept all {kept} existing line(s); added {added} new; folded {folded} duplicate(s)"
+    reason = (
+        f"kept all {len(old)} existing line(s); added {added} new; folded {folded} duplicate(s)"
+    )
     if conflicts:
         reason += f"; {len(conflicts)} line(s) closed as replaced by the new information"
     if not added and not conflicts:
         reason += "; nothing new (already merged)"
     return {
         "abstract": abstract,
-        "overview": render_lines(merged["overview"]),
-        "content": render_lines(merged["content"]),
+        "overview": render_lines(overview),
+        "content": render_lines(content),
         "reason": reason,
         "conflicts": conflicts,
     }

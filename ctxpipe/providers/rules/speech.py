@@ -1,38 +1,47 @@
-"""A speaker's sentences about themselves, rewritten in the third person.
+"""A speaker's sentences about themselves in the third person, and the grammar of verbs.
 
-The mechanism is grammatical, not a list of phrasings: a sentence is about its speaker when it
-has a first-person word (I, me, my, we, our …). The first-person words are replaced by the
-speaker's name (or "the user"), and the verb that follows a first-person singular subject —
-after any adverbs — is put in the third person with `lemminflect` ("I love" → "loves",
-"I'm" → "is", "I don't" → "doesn't"); a past or modal verb is left as it is. Part-of-speech
-comes from lemminflect's lexicon (the parts of speech a word can have), so no verb list is
-needed.
+A sentence is about its speaker when it has a first-person word (I, me, my, we, our …): these
+become the speaker's name (or "the user"), and the verb after a first-person singular subject
+— past its adverbs — the third-person form ("I love" → "loves", "I'm" → "is", "I don't" →
+"doesn't"). Parts of speech and verb forms come from `lemminflect`'s lexicon, so no verb list
+is needed: a present form becomes the third-person form, a past form tells the past tense,
+and a modal (can, will, must …), which has no present forms of its own, is kept.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
 
 from lemminflect import getAllLemmas, getInflection
 
-_TOKEN_RE = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*|\S")
-# the first-person words: subject forms (handled with their verb) and the others
-_SUBJECT = {"i": "", "i'm": "is", "i've": "has", "i'll": "will", "i'd": "would"}
-_PLURAL_SUBJECT = {"we": "", "we're": "are", "we've": "have", "we'll": "will", "we'd": "would"}
+WORD_RE = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*")
+_TOKEN_RE = re.compile(rf"{WORD_RE.pattern}|\S")
+# the first-person words other than the subjects "I" and "we" (and "my": see `rewrite`)
 _OTHER = {
     "myself": "themself", "mine": "theirs", "us": "them", "ourselves": "themselves",
     "ours": "theirs", "our": "their",
 }  # fmt: skip
-# the third person of a first-person auxiliary (lemminflect gives "is"/"has"/"does" too, but
-# a negative contraction has no entry)
-_AUX_3RD = {"am": "is", "have": "has", "do": "does", "don't": "doesn't", "haven't": "hasn't"}
-_AUXILIARIES = frozenset(
-    "be have do will would can could shall should may might must".split()
-)  # the closed class of English auxiliaries: a verb chain goes on after them
-_NEGATIONS = frozenset({"not", "never", "no", "nor", "neither", "nobody", "nothing"})
-FIRST_PERSON = frozenset(_SUBJECT) | frozenset(_PLURAL_SUBJECT) | frozenset(_OTHER) | {"my"}
+FIRST_PERSON = frozenset({"i", "we", "me", "my", *_OTHER})
+# the verbs a clitic stands for ("I'm", "we've", "I'd")
+CLITICS = {"m": "am", "re": "are", "ve": "have", "ll": "will", "d": "would"}
+# the negative contractions whose stem is no word of its own
+_NEGATIVE = {"can't": "can", "won't": "will", "shan't": "shall"}
+_AUXILIARIES = frozenset("be have do will can shall may must".split())  # lemmas: a chain goes on
+_NEGATION_RE = re.compile(r"\b(?:not|never|no longer|no more)\b|n't\b")
+WH_WORDS = frozenset("who whom whose what when where why how which".split())
+
+
+def normal(text: str) -> str:
+    """`text` with typographic apostrophes made plain (the lexicon knows "don't", not "don’t")."""
+    return text.replace("\u2019", "'").replace("\u2018", "'")
+
+
+def split_words(text: str) -> list[str]:
+    return WORD_RE.findall(normal(text))
 
 
 @lru_cache(maxsize=65536)
@@ -59,113 +68,50 @@ def verb_lemma(word: str) -> str | None:
     return found[0] if found else None
 
 
-def _adverb_before_verb(tokens: list[re.Match[str]], j: int) -> bool:
-    """Is token `j` an adverb between a subject and its verb ("I still live": still)?"""
-    word = tokens[j].group(0)
-    if is_adverb_only(word):
-        return True
-    nxt = tokens[j + 1].group(0) if j + 1 < len(tokens) else ""
-    return "ADV" in lemmas(word) and bool(nxt) and verb_lemma(nxt) is not None
+def opens_question(word: str) -> bool:
+    """Can a question open with `word`: a wh-word ("what's" too) or an auxiliary (do, is, can,
+    would …: the words lemminflect knows as AUX)?"""
+    low = normal(word).lower().split("'")[0]
+    return low in WH_WORDS or "AUX" in lemmas(low)
+
+
+def is_negated(text: str) -> bool:
+    return bool(_NEGATION_RE.search(normal(text).lower()))
+
+
+def _positive(word: str) -> str:
+    """A negative contraction's verb ("don't" → do, "can't" → can); other words as they are."""
+    low = word.lower()
+    return _NEGATIVE.get(low) or low.removesuffix("n't")
 
 
 def third_person(verb: str) -> str:
-    """`verb` as it follows he/she: base forms inflected, past forms and modals kept."""
-    low = verb.lower()
-    if low in _AUX_3RD:
-        return _AUX_3RD[low]
-    pos = lemmas(low)
-    if "AUX" in pos and low not in ("be", "need"):  # can, will, would, must, was …
-        return verb
-    lemma = verb_lemma(low)
-    if lemma is None or lemma != low:  # a past form, a participle, or not a verb
-        return verb
-    forms = inflections(lemma, "VBZ")
-    return forms[0] if forms else verb
+    """`verb` as it follows he/she: a present form becomes the third-person one ("am" → is,
+    "don't" → doesn't); past forms and modals (no present forms) are kept."""
+    base = _positive(verb)
+    lemma = verb_lemma(base)
+    forms = inflections(lemma, "VBZ") if lemma and base in inflections(lemma, "VBP") else ()
+    return forms[0] + verb.lower()[len(base) :] if forms else verb
 
 
-def _normal(text: str) -> str:
-    return text.replace("\u2019", "'").replace("\u2018", "'")
+def is_past(verb: str) -> bool:
+    """Is `verb` a past form of its verb ("had", "moved", "didn't", "could")?"""
+    base = _positive(verb)
+    lemma = verb_lemma(base)
+    return (
+        lemma is not None and base in inflections(lemma, "VBD") and bool(inflections(lemma, "VBP"))
+    )
 
 
-def has_first_person(sentence: str) -> bool:
-    return any(t.lower() in FIRST_PERSON for t in _TOKEN_RE.findall(_normal(sentence)))
-
-
-def first_person_subject(sentence: str) -> bool:
-    """Is a first-person singular word the subject of one of its clauses?"""
-    return any(t.lower() in _SUBJECT for t in _TOKEN_RE.findall(_normal(sentence)))
-
-
-@dataclass(frozen=True)
-class Rewritten:
-    text: str
-    main_verb: str  # lemma of the verb that follows the first-person subject ("" when none)
-    negated: bool
-
-
-def rewrite(sentence: str, name: str) -> Rewritten:
-    """`sentence` in the third person about `name` (the speaker)."""
-    text = _normal(sentence)
-    out: list[str] = []
-    pos = 0
-    tokens = list(_TOKEN_RE.finditer(text))
-    words = [t.group(0) for t in tokens]
-    owner_named = False
-    main_verb = ""
-    i = 0
-    while i < len(tokens):
-        m = tokens[i]
-        out.append(text[pos : m.start()])
-        pos = m.end()
-        word = m.group(0)
-        low = word.lower()
-        if low in _SUBJECT or low in _PLURAL_SUBJECT:
-            plural = low in _PLURAL_SUBJECT
-            subject = f"{name} and others" if plural else name
-            if i == 0 or (out and out[-1].strip() == "" and _sentence_start(out)):
-                subject = subject[0].upper() + subject[1:]
-            aux = (_PLURAL_SUBJECT if plural else _SUBJECT)[low]
-            out.append(subject + (f" {aux}" if aux else ""))
-            owner_named = True
-            if aux:
-                main_verb = main_verb or _chain_verb([word.split("'")[1], *words[i + 1 :]])
-                i += 1
-                continue
-            j = i + 1  # the verb after the subject and its adverbs
-            while j < len(tokens) and _adverb_before_verb(tokens, j):
-                j += 1
-            verb = words[j].lower() if j < len(words) else ""
-            if verb and (plural or verb in _AUX_3RD or verb.endswith("n't") or verb_lemma(verb)):
-                main_verb = main_verb or _chain_verb(words[j:])
-                if not plural:  # "we" keeps its verb
-                    out.append(text[pos : tokens[j].start()] + third_person(words[j]))
-                    pos = tokens[j].end()
-                    i = j
-            i += 1
-            continue
-        if low == "my":
-            out.append("their" if owner_named else f"{name}'s")
-            owner_named = True
-        else:
-            out.append(name if low == "me" else _OTHER.get(low, word))
-        i += 1
-    out.append(text[pos:])
-    negated = any(t.group(0).lower() in _NEGATIONS or t.group(0).endswith("n't") for t in tokens)
-    return Rewritten("".join(out).strip(), main_verb, negated)
-
-
-def _chain_verb(words: list[str]) -> str:
+def chain_verb(chain: Sequence[str]) -> str:
     """The lemma of the main verb of a verb chain ("don't need" → need, "have been writing"
-    → write, "'m a nurse" → be): auxiliaries, negations and adverbs lead to the next verb."""
+    → write, "am a nurse" → be): auxiliaries, negations and adverbs lead to the next verb."""
     found = ""
-    for word in words:
+    for word in chain:
         low = word.lower()
-        if low in ("not", "n't") or is_adverb_only(low):
+        if low in ("not", "no") or is_adverb_only(low):
             continue
-        if low.endswith("n't"):
-            low = {"can't": "can", "won't": "will", "shan't": "shall"}.get(low, low[:-3])
-        low = {"m": "am", "ve": "have", "ll": "will", "d": "would", "re": "are"}.get(low, low)
-        lemma = verb_lemma(low)
+        lemma = verb_lemma(_positive(low))
         if lemma is None:
             break
         found = lemma
@@ -174,6 +120,60 @@ def _chain_verb(words: list[str]) -> str:
     return found
 
 
-def _sentence_start(out: list[str]) -> bool:
-    before = "".join(out).rstrip()
-    return not before or before[-1] in '.!?:;"('
+def has_first_person(sentence: str, person: AbstractSet[str] = FIRST_PERSON) -> bool:
+    """Has `sentence` a first-person word (of `person`: {"i"} asks for a singular subject)?"""
+    return any(w.lower().split("'")[0] in person for w in split_words(sentence))
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    text: str
+    main_verb: str  # lemma of the verb that follows the first-person subject ("" when none)
+    negated: bool
+    past: bool  # the verb after the first subject (else the first inflected verb) is past
+
+
+def rewrite(sentence: str, name: str) -> Rewritten:
+    """`sentence` in the third person about `name` (the speaker), capitalised. A subject "I"
+    becomes the name and its verb — past its adverbs ("I still live") — or its clitic ("I'm")
+    the third-person form; "we" becomes "<name> and others" and keeps its verb; "my" is
+    "<name>'s" the first time the speaker is named in it, "their" after."""
+    text = normal(sentence)
+    tokens = list(_TOKEN_RE.finditer(text))
+    toks = [t.group(0) for t in tokens]
+    out = list(toks)
+    owner_named = False
+    chain: list[str] = []  # the verb chain of the first subject
+    for i, tok in enumerate(toks):
+        head, _, clitic = tok.lower().partition("'")
+        if head in ("i", "we") and (not clitic or clitic in CLITICS):
+            subject = f"{name} and others" if head == "we" else name
+            if i == 0 or out[i - 1] in '.!?:;"(':
+                subject = subject[:1].upper() + subject[1:]
+            owner_named, out[i] = True, subject
+            if clitic:
+                verb = CLITICS[clitic]
+                out[i] += " " + (verb if head == "we" else third_person(verb))
+                chain = chain or [verb, *toks[i + 1 :]]
+                continue
+            j = i + 1  # the verb after the subject and its adverbs
+            while (
+                j + 1 < len(toks)
+                and "ADV" in lemmas(toks[j])
+                and (is_adverb_only(toks[j]) or verb_lemma(toks[j + 1]))
+            ):
+                j += 1
+            if j < len(toks) and verb_lemma(_positive(toks[j])):
+                chain = chain or toks[j:]
+                out[j] = toks[j] if head == "we" else third_person(toks[j])
+        elif tok.lower() == "my":
+            out[i] = "their" if owner_named else f"{name}'s"
+            owner_named = True
+        elif tok.lower() == "me" or tok.lower() in _OTHER:
+            out[i] = _OTHER.get(tok.lower(), name)
+    gaps = [text[a.end() : b.start()] for a, b in zip(tokens, tokens[1:], strict=False)]
+    said = "".join(w + gap for w, gap in zip(out, [*gaps, ""], strict=True))
+    finite = chain[:1] or [w for w in toks if verb_lemma(w) not in (None, w.lower())][:1]
+    past = bool(finite) and is_past(finite[0])
+    said = said.strip()
+    return Rewritten(said[:1].upper() + said[1:], chain_verb(chain), is_negated(text), past)

@@ -1,19 +1,13 @@
-"""What a speaker says about themselves, one statement per sentence, and what it is about.
+"""What a speaker says about themselves, one statement per sentence, and its category.
 
-A sentence of a user message is a *statement* when it is not a question, has at least
-`MIN_CONTENT` content words besides the speakers' names, and either speaks of its speaker
-(a first-person word: `speech.rewrite` puts it in the third person with the speaker's name)
-or names something (a capitalised name that is not a speaker's). Its category follows from its
-grammar, not from phrasings:
-
-- a statement whose main verb is an attitude (like, love, prefer, want, need …) or that names
-  a favourite is a *preference*;
-- one whose main verb is in the past tense, or that carries a date, is an *event*;
-- the others (present states and habits: "is a nurse", "has two kids", "plays the cello")
-  are *profile*;
-- every name it carries makes it a line of that name's *entity* memory as well.
-
-What a statement is about, and whether it changes something: `topics`.
+A sentence of a user message is a *statement* when it is not a question, has `MIN_CONTENT`
+content words besides the speakers' names, and speaks of its speaker (a first-person word:
+`speech.rewrite` puts it in the third person) or names something (a capitalised name that is
+not a speaker's). Its category follows from its grammar, not from phrasings: an attitude as
+its main verb (like, love, prefer, want, need …) or a favourite makes a *preference*; the past
+tense or a date an *event*; the rest (present states and habits: "is a nurse", "has two
+kids") is *profile*; every name it carries makes it a line of that name's *entity* memory
+too. What a statement is about, and whether it changes something: `topics`.
 """
 
 from __future__ import annotations
@@ -27,40 +21,21 @@ from datetime import date
 
 from ctxpipe.core.dates import resolve
 from ctxpipe.core.text import STOPWORDS, content_tokens, stem
+from ctxpipe.providers.rules import speech
 from ctxpipe.providers.rules.inputs import Msg
-from ctxpipe.providers.rules.speech import (
-    has_first_person,
-    inflections,
-    lemmas,
-    rewrite,
-    verb_lemma,
-)
-from ctxpipe.providers.rules.text import is_question
-from ctxpipe.providers.rules.topics import (
-    ATTITUDE,
-    FAVOURITE,
-    WORD_RE,
-    is_negated,
-    slot_of,
-    word_lemmas,
-)
+from ctxpipe.providers.rules.text import is_question, lead_in
+from ctxpipe.providers.rules.topics import ATTITUDE, FAVOURITE, slot_of, word_lemmas
 
 MIN_CONTENT = 3  # content words a sentence needs (one fewer when it is about its speaker)
 
-_PRESENT_AUX = frozenset("am is are have has will can do does".split())  # and any "'m", "'ve" …
-_PAST_AUX = frozenset("was were had did could".split())
 _CALENDAR = {*calendar.month_name, *calendar.day_name}  # not names
 _PARTICLE = r"(?:da|de|del|der|di|do|dos|du|la|le|of|the|van|von)"  # inside a name
 _NAME_RUN_RE = re.compile(rf"\b[A-Z][\w'’-]*\.?(?:\s+(?:{_PARTICLE}\s+)?[A-Z][\w'’-]*\.?)*")
-_CLAUSE_RE = re.compile(
-    r"(?:,|;)?\s+(?:and|but|so)\s+(?=(?:I|I'm|I've|I'd|I'll|my)\b)"
-    r"|[;,]\s+(?=(?:I|I'm|I've|I'd|I'll|my)\b)"
-)
+_CLAUSE_RE = re.compile(r"(?:[,;]?\s+(?:and|but|so)|[;,])\s+(?=(?:I|my)\b)")
 # a clause that opens with one of these is subordinate: the comma after it does not end it
 _SUBORDINATE_RE = re.compile(
-    r"^\W*(?:when|whenever|if|after|before|because|since|as|while|once|until|though|although|"
-    r"every time|each time)\b",
-    re.I,
+    r"(?i)^\W*(?:when|whenever|if|after|before|because|since|as|while|once|until|though|although|"
+    r"every time|each time)\b"
 )
 
 
@@ -69,38 +44,10 @@ class Statement:
     msg: Msg
     text: str  # third person, relative dates resolved
     kind: str  # "profile" | "preferences" | "events" | "" (not about the speaker)
-    verb: str = ""
     day: date | None = None
     names: list[str] = field(default_factory=list)
     told: str = ""  # the whole sentence it is a clause of, in the third person
     quote: str = ""  # the speaker's own sentence, when the statement is only a clause of it
-
-
-def _is_past(sentence: str, verb: str) -> bool:
-    """Is the clause in the past tense? Its first finite verb — the auxiliary after a
-    first-person subject ("I've got": present, "I had": past), else the main verb's form,
-    else the first verb form that is not a base form — is a past form."""
-    text = sentence.replace("\u2019", "'")
-    m = re.search(
-        r"\b(?:I|we|We)(?:\s+(?:just|really|also|still|never|already))?(\s+\w+|'\w+)", text
-    )
-    if m:
-        aux = m.group(1).strip().lower()
-        if aux in _PRESENT_AUX or aux.startswith("'"):
-            return False
-        if aux in _PAST_AUX:
-            return True
-    for w in WORD_RE.findall(text):
-        low = w.lower()
-        lem = verb_lemma(low)
-        if lem is None or (verb and lem != verb) or low in ("is", "are", "has", "am"):
-            if verb == "" and low in ("is", "are", "has", "am", "will", "can"):
-                return False
-            continue
-        if lem == low and not verb:
-            continue
-        return low in inflections(lem, "VBD")
-    return False
 
 
 def names_in(
@@ -116,7 +63,7 @@ def names_in(
     for m in _NAME_RUN_RE.finditer(sentence):
         words = m.group(0).split()
         if m.start() == start and words[0].rstrip(".") not in known:
-            if len(words) == 1 or lemmas(words[0]) or words[0].lower() in STOPWORDS:
+            if len(words) == 1 or speech.lemmas(words[0]) or words[0].lower() in STOPWORDS:
                 words = words[1:]
         words = [w for w in words if not _is_speaker(re.split(r"['’.]", w)[0], skip)]
         words = [w for w in words if w.rstrip(".") not in _CALENDAR]
@@ -158,33 +105,21 @@ def clauses(sentence: str) -> list[str]:
     ends = [m.start() for m in cuts[1:]] + [len(sentence)]
     out = [sentence[m.end() : end].strip() for m, end in zip(cuts, ends, strict=True)]
     first = sentence[: cuts[0].start()]
-    if has_first_person(first) and len(content_tokens(first)) >= 2:
+    if speech.has_first_person(first) and len(content_tokens(first)) >= 2:
         out.insert(0, first.strip())
     else:  # it stays with the clause after it
         out[0] = sentence[: ends[0]].strip()
     return [c for c in out if c]
 
 
-def _kind(clause: str, verb: str) -> str:
-    attitude = verb in ATTITUDE or (verb == "stand" and is_negated(clause))  # "can't stand"
+def _kind(clause: str, r: speech.Rewritten, dated: bool) -> str:
+    verb = r.main_verb
+    attitude = verb in ATTITUDE or (verb == "stand" and speech.is_negated(clause))  # "can't stand"
     if verb in ("need", "want") and re.search(rf"\b{verb[:3]}\w*\s+to\s+\w", clause):
         attitude = False  # "need to …", "want to …": an obligation or a plan, not a taste
     if attitude or word_lemmas(clause) & FAVOURITE:
         return "preferences"
-    return "events" if _is_past(clause, verb) else "profile"
-
-
-def _without_lead_in(sentence: str) -> str:
-    """A statement without a lead-in that says nothing of the speaker ("Big news: I moved
-    …" → "I moved …")."""
-    head, colon, rest = sentence.partition(": ")
-    if colon and rest and not has_first_person(head) and has_first_person(rest):
-        return rest
-    return sentence
-
-
-def _capital(text: str) -> str:
-    return text[:1].upper() + text[1:]
+    return "events" if r.past or dated else "profile"
 
 
 def statements(messages: list[Msg], speakers: list[str]) -> list[Statement]:
@@ -194,34 +129,32 @@ def statements(messages: list[Msg], speakers: list[str]) -> list[Statement]:
     out: list[Statement] = []
     name_skip = {stem(w.lower()) for s in speakers for w in s.split()}
     known = inner_names(messages)
-    for msg in messages:
-        if not msg.is_user:
-            continue
-        subject = msg.name or "the user"
-        said_on = msg.created_at.date() if msg.created_at else None
+    for msg in (m for m in messages if m.is_user):
+        subject, said_on = msg.name or "the user", msg.day
         for sentence in msg.sentences:
             words = set(content_tokens(sentence)) - name_skip
-            about_self = has_first_person(sentence)
+            about_self = speech.has_first_person(sentence)
             if is_question(sentence) or len(words) < MIN_CONTENT - about_self:
                 continue
             names = names_in(sentence, speakers, known)
             if not about_self:  # about something else: a name's entity line,
                 text, day = resolve(sentence, said_on)  # the context of an event
-                out.append(Statement(msg, text, "", "", day or said_on, names, text))
+                out.append(Statement(msg, text, "", day or said_on, names, text))
                 continue
-            sentence = _without_lead_in(sentence)
-            r = rewrite(sentence, subject)
-            whole = resolve(_capital(r.text), said_on, _is_past(sentence, r.main_verb))[0]
+            head, rest = lead_in(sentence)  # a lead-in that says nothing of the speaker goes
+            if head and not speech.has_first_person(head) and speech.has_first_person(rest):
+                sentence = rest
+            r = speech.rewrite(sentence, subject)
+            whole = resolve(r.text, said_on, r.past)[0]
             parts = []
             for clause in clauses(sentence):
-                r = rewrite(clause, subject)
-                kind = _kind(clause, r.main_verb)
-                past = _is_past(clause, r.main_verb)
-                text, day = resolve(_capital(r.text), said_on, past)
-                if day is not None and kind == "profile":
-                    kind = "events"
-                clause_names = [n for n in names if n in clause]
-                parts.append(Statement(msg, text, kind, r.main_verb, day, clause_names, whole))
+                r = speech.rewrite(clause, subject)
+                text, day = resolve(r.text, said_on, r.past)
+                kind, clause_names = (
+                    _kind(clause, r, day is not None),
+                    [n for n in names if n in clause],
+                )
+                parts.append(Statement(msg, text, kind, day, clause_names, whole))
             # clauses are statements of their own only when they say different kinds of thing,
             # are preferences (each may be reversed on its own) or one sets a single-valued
             # attribute; else the sentence is kept whole

@@ -1,15 +1,14 @@
 """`compression.archive_summary`: an extractive summary of the session.
 
-- summary: the highest-scoring sentences (tf-idf over the session's messages, normalised by
-  length, boosted for user statements, problems and decisions), in conversation order, within
-  a word budget derived from `max_tokens`; plus one line about tool use.
-- key_topics: RAKE-style noun phrases (runs of non-stopwords) ranked by frequency × tf-idf
-  weight of their words, near-duplicates folded; exception names count as topics.
+- summary: the best sentences by tf-idf (normalised by length; user statements, problems and
+  decisions weigh more), in conversation order, within a word budget from `max_tokens`; plus
+  one line about tool use;
+- key_topics: noun phrases ranked by frequency × tf-idf (`text.key_phrases`), exception names
+  counting twice;
 - key_decisions: sentences with decision cues ("decided", "let's", "going with") that are not
-  questions or conditionals.
-- unresolved: user questions no later reply shares enough words with, assistant questions the
-  user never replied to, open items ("I still need to…", "not sure yet"), and problems with no
-  later reply.
+  questions or conditionals;
+- unresolved: questions the other party never took up (`_answered`), open items of the user
+  ("I still need to…", "not sure yet") and problems with no later reply.
 """
 
 from __future__ import annotations
@@ -17,56 +16,49 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from itertools import groupby
 from typing import Any
 
-from ctxpipe.core.text import content_tokens, normalize_space, stem
+from ctxpipe.core.text import content_tokens, normalize_space, stem, words
+from ctxpipe.providers.rules import text
 from ctxpipe.providers.rules.cases import EXCEPTION_RE, REJECT_RE, problem_sentences
 from ctxpipe.providers.rules.inputs import Msg, load_messages, load_tools
-from ctxpipe.providers.rules.text import CHITCHAT, is_chitchat, is_question, phrases, truncate_words
 
 DECISION_RE = re.compile(
-    r"\b(?:decided|decide to|let's|let us|we'll|we will|agreed|agree to|going to|chose|choose "
-    r"to|settled on|(?:will|'ll) go with|go with|going with|opted|the plan is|the decision)\b",
-    re.I,
+    r"(?i)\b(?:decided|decide to|let's|let us|we'll|we will|agreed|agree to|going to|chose|choose "
+    r"to|settled on|(?:will|'ll) go with|go with|going with|opted|the plan is|the decision)\b"
 )
 CONDITIONAL_RE = re.compile(r"^\s*(?:if|whether|unless|should|shall|could|would)\b|\bif we\b", re.I)
 OPEN_RE = re.compile(
-    r"\b(?:still need to|need to figure out|have to figure out|not sure (?:yet|how|whether|if)|"
+    r"(?i)\b(?:still need to|need to figure out|have to figure out|not sure (?:yet|how|whether|if)|"
     r"haven't decided|to be decided|tbd|todo|open question|will look into|remains to be seen|"
-    r"need to follow up|no idea (?:how|whether|if)|still (?:unclear|open|undecided))\b",
-    re.I,
+    r"need to follow up|no idea (?:how|whether|if)|still (?:unclear|open|undecided))\b"
 )
-GENERIC_Q = frozenset(
-    "how what when where why which who do does did can could should would is "
-    "are will get make know tell way also right now".split()
-)
+ASKING = frozenset({"know", "tell", "make"})  # words of a question that say it asks, not what
 
 
-def _weights(messages: list[Msg]) -> dict[str, float]:
-    df: Counter[str] = Counter()
-    tf: Counter[str] = Counter()
-    for m in messages:
-        toks = content_tokens(m.content)
-        tf.update(toks)
-        df.update(set(toks))
-    n = max(1, len(messages))
-    return {w: (1 + math.log(tf[w])) * math.log(1 + n / df[w]) for w in tf}
+def is_decision(sentence: str) -> bool:
+    """A decision cue in a statement that is neither a question nor a conditional."""
+    cue, conditional = DECISION_RE.search(sentence), CONDITIONAL_RE.search(sentence)
+    return bool(cue) and not conditional and not text.is_question(sentence)
 
 
 def _score(msg: Msg, sentence: str, weights: dict[str, float], problems: set[str]) -> float:
     toks = set(content_tokens(sentence))
-    if not toks or is_chitchat(sentence):
+    if not toks or text.is_chitchat(sentence):
         return 0.0
     # fsum: exact whatever the order of the set, so equal sentences tie in every process
     score = math.fsum(weights.get(t, 0.0) for t in toks) / math.sqrt(len(toks) + 1)
-    if msg.is_user:
-        score *= 1.15
-    if DECISION_RE.search(sentence) and not is_question(sentence):
-        score *= 1.2
-    if EXCEPTION_RE.search(sentence) or sentence in problems:
-        score *= 1.2
-    if len(toks) < 3:
-        score *= 0.4
+    problem = bool(EXCEPTION_RE.search(sentence)) or sentence in problems
+    # the user's sentences, decisions and problems weigh more; a sentence of few words less
+    boosts = [
+        (1.15, msg.is_user),
+        (1.2, is_decision(sentence)),
+        (1.2, problem),
+        (0.4, len(toks) < 3),
+    ]
+    for factor, holds in boosts:
+        score *= factor if holds else 1.0
     return score
 
 
@@ -87,80 +79,45 @@ def summary_text(messages: list[Msg], weights: dict[str, float], budget_words: i
         if used + n > budget_words:
             if chosen:
                 continue
-            s = truncate_words(s, budget_words)  # a single over-long sentence is cut
+            s = text.truncate_words(s, budget_words)  # a single over-long sentence is cut
         chosen.append((mi, si, m, s))
         used += n
-    parts: list[str] = []
-    last_role = ""
-    for _, _, m, s in sorted(chosen, key=lambda x: (x[0], x[1])):
-        prefix = f"{m.role.capitalize()}: " if m.role != last_role else ""
-        parts.append(prefix + normalize_space(s))
-        last_role = m.role
+    in_order = sorted(chosen, key=lambda x: (x[0], x[1]))
+    turns = groupby(in_order, key=lambda x: x[2].role)  # "User: … Assistant: …"
+    parts = [f"{r.capitalize()}: " + " ".join(normalize_space(x[3]) for x in g) for r, g in turns]
     return " ".join(parts)
 
 
-def key_topics(messages: list[Msg], weights: dict[str, float], k: int = 6) -> list[str]:
-    counts: Counter[tuple[str, ...]] = Counter()
-    surface: dict[tuple[str, ...], str] = {}
-    for m in messages:
-        for s in m.sentences:
-            for exc in EXCEPTION_RE.finditer(s):
-                key = (stem(exc.group(1)),)
-                counts[key] += 2
-                surface.setdefault(key, exc.group(1))
-            for p in phrases(s):
-                toks = tuple(content_tokens(p))
-                if not toks or all(t in CHITCHAT for t in toks) or len(toks) > 4:
-                    continue
-                if len(toks) == 1 and len(toks[0]) < 4 and not re.search(r"\d|[A-Z]", p):
-                    continue
-                counts[toks] += 1
-                surface.setdefault(toks, p)
-
-    def rank(t: tuple[str, ...]) -> float:
-        return counts[t] * sum(weights.get(w, 0.1) for w in t) / len(t) * (1 + 0.35 * (len(t) - 1))
-
-    chosen: list[tuple[str, ...]] = []
-    for t in sorted(counts, key=lambda t: -rank(t)):
-        if any(set(t) <= set(c) or set(c) <= set(t) for c in chosen):
-            continue
-        chosen.append(t)
-        if len(chosen) >= k:
-            break
-    return [surface[t] for t in chosen]
+def key_topics(messages: list[Msg], weights: dict[str, float]) -> list[str]:
+    """Noun phrases of the session, an exception name counting twice (`text.key_phrases`)."""
+    terms: list[tuple[str, int]] = []
+    for s in (s for m in messages for s in m.sentences):
+        terms += [(e.group(1), 2) for e in EXCEPTION_RE.finditer(s)]
+        terms += [(p, 1) for p in text.phrases(s)]
+    return text.key_phrases(terms, weights)
 
 
 def key_decisions(messages: list[Msg]) -> list[str]:
-    out = [
-        normalize_space(s)
-        for m in messages
-        if m.role in ("user", "assistant")
-        for s in m.sentences
-        if DECISION_RE.search(s) and not is_question(s) and not CONDITIONAL_RE.search(s)
-    ]
-    return list(dict.fromkeys(out))[:6]
+    said = (s for m in messages if m.role in ("user", "assistant") for s in m.sentences)
+    return list(dict.fromkeys(normalize_space(s) for s in said if is_decision(s)))[:6]
 
 
 def _answered(q_msg: Msg, question: str, later: list[Msg]) -> bool:
-    others = [m for m in later if m.role != q_msg.role and m.role in ("user", "assistant")]
-    if q_msg.is_assistant:
-        return bool(others)  # the user replied
-    want = {t for t in content_tokens(question) if t not in GENERIC_Q}
-    if len(want) < 3:  # "How do I get around it?": the previous sentence says what "it" is
-        idx = q_msg.sentences.index(question) if question in q_msg.sentences else 0
-        if idx > 0:
-            want |= {t for t in content_tokens(q_msg.sentences[idx - 1]) if t not in GENERIC_Q}
-    if not want:
+    """Did the other party take a question up? An assistant's question by any reply of the
+    user; a user's by one of the next two replies carrying two of its words (three in ten of a
+    long one), a compound word ("max_connections") by its parts too, a question that names
+    little ("How do I get around it?") with the sentence before it."""
+    others = [m for m in later if m.role != q_msg.role and m.role in ("user", "assistant")][:2]
+    want = set(content_tokens(question)) - ASKING
+    i = q_msg.sentences.index(question) if question in q_msg.sentences else 0
+    if len(want) < 3 and i > 0:
+        want |= set(content_tokens(q_msg.sentences[i - 1])) - ASKING
+    if q_msg.role == "assistant" or not want:
         return bool(others)
     need = min(2, len(want)) if len(want) < 5 else max(2, math.ceil(0.3 * len(want)))
-    # compound tokens ("max_connections") also match their parts
-    parts = {stem(p) for t in want for p in re.split(r"[_\-.]", t) if len(p) > 2}
-    got: set[str] = set()
-    for m in others[:2]:  # an answer may take the next two replies
-        got |= set(content_tokens(m.content))
-        if len(want & got) >= need or (parts and len(parts & got) >= need):
-            return True
-    return False
+    got = set(content_tokens(" ".join(m.content for m in others)))
+    parts = {stem(p) for t in want for p in words(t) if len(p) > 2}
+    return len(want & got) >= need or len(parts & got) >= need
 
 
 def unresolved(messages: list[Msg]) -> list[str]:
@@ -168,44 +125,41 @@ def unresolved(messages: list[Msg]) -> list[str]:
     for pos, m in enumerate(messages):
         later = messages[pos + 1 :]
         for s in m.sentences:
-            if is_question(s) and not is_chitchat(s) and not _answered(m, s, later):
+            asked = text.is_question(s) and not text.is_chitchat(s)
+            if (asked and not _answered(m, s, later)) or (m.is_user and OPEN_RE.search(s)):
                 out.append(normalize_space(s))
-            elif m.is_user and OPEN_RE.search(s):
-                out.append(normalize_space(s))
-        if m.is_user and not any(x.is_assistant for x in later):
-            for s in problem_sentences(m):
-                if not is_question(s) or REJECT_RE.search(s):
-                    out.append(normalize_space(s))
+        if m.is_user and all(x.role != "assistant" for x in later):  # a problem left unanswered
+            told = (
+                s for s in problem_sentences(m) if not text.is_question(s) or REJECT_RE.search(s)
+            )
+            out.extend(map(normalize_space, told))
     return list(dict.fromkeys(out))[:6]
 
 
 def _tools_line(variables: dict[str, Any]) -> str:
     tools = load_tools(variables.get("tools"))
-    if not tools:
-        return ""
     failed = Counter(t.name for t in tools if not t.success)
     parts = [
         f"{name} ({n} call{'s' if n != 1 else ''}"
         + (f", {failed[name]} failed)" if failed[name] else ")")
         for name, n in Counter(t.name for t in tools).items()
     ]
-    return "Tools used: " + ", ".join(parts) + "."
+    return f"Tools used: {', '.join(parts)}." if tools else ""
 
 
 def archive_summary(variables: dict[str, Any]) -> dict[str, Any]:
     messages = load_messages(variables.get("messages"))
-    max_tokens = int(variables.get("max_tokens") or 500)
-    cap = max(8, max_tokens)  # words ≈ tokens: the summary never exceeds max_tokens words
+    cap = max(8, int(variables.get("max_tokens") or 500))  # words ≈ tokens: never more words
     budget = max(6, min(int(cap * 0.75), 110))
-    weights = _weights(messages)
-    text = summary_text(messages, weights, budget)
+    weights = text.tf_idf([m.content for m in messages])
+    summary = summary_text(messages, weights, budget)
     tools = _tools_line(variables)
-    if tools and len(text.split()) + len(tools.split()) <= cap:
-        text = f"{text} {tools}".strip()
-    if not text:
-        text = "Empty session." if not messages else "Small talk; nothing substantive."
+    if tools and len(summary.split()) + len(tools.split()) <= cap:
+        summary = f"{summary} {tools}".strip()
+    if not summary:
+        summary = "Empty session." if not messages else "Small talk; nothing substantive."
     return {
-        "summary": text,
+        "summary": summary,
         "key_topics": key_topics(messages, weights),
         "key_decisions": key_decisions(messages),
         "unresolved": unresolved(messages),

@@ -1,30 +1,28 @@
 """Text helpers of the rules provider that `ctxpipe.core.text` (tokens, Snowball stems, one
 stopword list, pysbd sentences) does not have: code stripping, slugs, noun phrases by part of
-speech (lemminflect), questions, chit-chat."""
+speech (lemminflect) and the key phrases of a text by tf-idf, questions, chit-chat."""
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
+from collections import Counter
+from collections.abc import Iterable
+from itertools import groupby
 
-from lemminflect import getAllLemmas
-
-from ctxpipe.core.text import STOPWORDS, cased_tokens, tokenize
+from ctxpipe.core.text import STOPWORDS, cased_tokens, content_tokens, tokenize
 from ctxpipe.core.text import split_sentences as core_split_sentences
+from ctxpipe.providers.rules.speech import lemmas, normal, opens_question, split_words
 
+# greetings, thanks, acknowledgements: with the stopwords, the words of chit-chat
 CHITCHAT = frozenset(
-    """hi hello hey yo thanks thank thx ty you ok okay cool great nice good morning evening night
-    afternoon bye goodbye cheers lol haha yes no yep nope sure awesome perfect got it alright all
-    right sounds welcome np problem see later much very appreciate appreciated that's it's
-    wonderful fantastic amazing excellent brilliant the a so ah oh hmm understood noted""".split()
+    """yo thx ty cool great nice good morning evening night afternoon bye goodbye cheers lol haha
+    alright sounds welcome np problem see later appreciate appreciated wonderful fantastic amazing
+    excellent brilliant awesome perfect ah hmm understood noted""".split()
 )
 _CODE_FENCE_RE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _INLINE_CODE_RE = re.compile(r"`([^`\n]+)`")
-_QUESTION_RE = re.compile(
-    r"^(who|what|when|where|why|how|which|do|does|did|can|could|should|would|is|are|will|shall)"
-    r"\b[^.!]*$",
-    re.IGNORECASE,
-)
 
 
 def strip_code(text: str) -> str:
@@ -37,11 +35,18 @@ def split_sentences(text: str) -> list[str]:
     return core_split_sentences(strip_code(text))
 
 
+def lead_in(text: str, max_words: int = 8) -> tuple[str, str]:
+    """(lead-in, rest) of "<lead-in>: <rest>" with a lead-in of at most `max_words` words ("Big
+    news: I moved …", "Rollout plan: first …"), else ("", text)."""
+    head, colon, rest = text.partition(": ")
+    short = 0 < len(head.split()) <= max_words
+    return (head.strip(), rest) if colon and rest.strip() and short else ("", text)
+
+
 def slugify(text: str, max_words: int = 6) -> str:
     """ASCII-ish kebab-case slug; non-Latin scripts are kept rather than dropped."""
-    norm = unicodedata.normalize("NFKD", text)
-    norm = "".join(c for c in norm if not unicodedata.combining(c))
-    parts = [p for p in re.split(r"[^\w]+", norm.lower().replace("_", " ")) if p]
+    norm = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    parts = re.findall(r"[^\W_]+", norm.lower())
     return "-".join(parts[:max_words])[:80].strip("-") or "item"
 
 
@@ -51,34 +56,64 @@ def truncate_words(text: str, n: int) -> str:
 
 
 def is_breaker(word: str) -> bool:
-    """Does `word` end a noun phrase? Function words, numbers and the words the lexicon knows
-    only as verbs, adverbs or adjectives do (RAKE-style phrase delimiters, by part of speech)."""
-    lw = word.lower().replace("’", "'")
-    if lw in STOPWORDS or lw.isdigit():
+    """Does `word` end a noun phrase? Function words, numbers (no letter) and the words the
+    lexicon knows only as verbs, adverbs or adjectives do (RAKE-style phrase delimiters, by
+    part of speech)."""
+    lw = normal(word).lower()
+    if lw in STOPWORDS or not any(c.isalpha() for c in lw):
         return True
-    pos = getAllLemmas(lw)
+    pos = lemmas(lw)
     return bool(pos) and "NOUN" not in pos and "PROPN" not in pos
 
 
 def phrases(sentence: str, max_len: int = 4) -> list[str]:
     """Candidate noun phrases: maximal runs of non-breaker words (RAKE), original casing."""
-    out: list[str] = []
-    for chunk in re.split(r"[,;:!?()\[\]{}\"“”]|\s[-–—]\s|\.(?:\s|$)", sentence):
-        run: list[str] = []
-        for w in [*cased_tokens(chunk), "."]:
-            if is_breaker(w) or w == ".":
-                if run:
-                    out.append(" ".join(run[-max_len:]))
-                run = []
-            else:
-                run.append(w)
-    return [p for p in out if len(p) > 1]
+    chunks = re.split(r"[,;:!?()\[\]{}\"“”]|\s[-–—]\s|\.(?:\s|$)", sentence)
+    runs = (run for c in chunks for cut, run in groupby(cased_tokens(c), is_breaker) if not cut)
+    return [p for p in (" ".join(list(run)[-max_len:]) for run in runs) if len(p) > 1]
+
+
+def tf_idf(docs: list[str]) -> dict[str, float]:
+    """The weight of each content token of `docs`: (1 + log tf) × log(1 + n / df)."""
+    tokens = [content_tokens(doc) for doc in docs]
+    tf, df = Counter(t for ts in tokens for t in ts), Counter(t for ts in tokens for t in set(ts))
+    n = max(1, len(docs))
+    return {w: (1 + math.log(tf[w])) * math.log(1 + n / df[w]) for w in tf}
+
+
+def key_phrases(
+    terms: Iterable[tuple[str, int]], weights: dict[str, float], k: int = 6
+) -> list[str]:
+    """The `k` best of `terms` (a phrase, how many times it counts): its count × the mean
+    weight of its tokens, a longer phrase a little more. A phrase inside (or around) one
+    chosen before is left out, as are chit-chat and short lower-case words."""
+    counts: Counter[tuple[str, ...]] = Counter()
+    surface: dict[tuple[str, ...], str] = {}
+    for p, n in terms:
+        toks = tuple(content_tokens(p))
+        if not toks or all(t in CHITCHAT for t in toks) or len(toks) > 4:
+            continue
+        if len(toks) == 1 and len(toks[0]) < 4 and not re.search(r"\d|[A-Z]", p):
+            continue
+        counts[toks] += n
+        surface.setdefault(toks, p)
+
+    def rank(t: tuple[str, ...]) -> float:
+        return counts[t] * sum(weights.get(w, 0.1) for w in t) / len(t) * (1 + 0.35 * (len(t) - 1))
+
+    chosen: list[tuple[str, ...]] = []
+    for t in sorted(counts, key=lambda t: -rank(t)):
+        if not any(set(t) <= set(c) or set(c) <= set(t) for c in chosen):
+            chosen.append(t)
+    return [surface[t] for t in chosen[:k]]
 
 
 def is_question(sentence: str) -> bool:
-    """Ends with a question mark, or opens with a question word and has no '.' or '!'."""
+    """Ends with a question mark, or opens with a word a question opens with
+    (`speech.opens_question`) and has no '.' or '!'."""
     s = sentence.strip()
-    return s.endswith(("?", "？")) or bool(_QUESTION_RE.match(s))
+    opener = next(iter(split_words(s)), "")
+    return s.endswith(("?", "？")) or (opens_question(opener) and not re.search(r"[.!]", s))
 
 
 def is_chitchat(text: str) -> bool:

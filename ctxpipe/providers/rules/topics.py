@@ -1,12 +1,10 @@
 """What a statement is about: its main verb and subject, its topic words, the single-valued
-attribute it sets, and whether it reverses or changes something.
+attribute it sets, and whether it says it changes something.
 
 Cardinality: a statement is about a single-valued attribute (`SLOTS`: home, work, name, the
 style of the replies the user wants) when a verb of the speaker states it, a noun the speaker
 owns names it, or it says what the speaker is at an organisation; everything else
-accumulates. `topic_words` are the words that say what a statement is about (its content
-words' lemmas minus attitude verbs, auxiliaries, change cues, dates and names): two statements
-share a topic when they share one.
+accumulates. Two statements share a topic when they share `topic_words`.
 """
 
 from __future__ import annotations
@@ -16,7 +14,8 @@ from functools import lru_cache
 
 from ctxpipe.core.dates import strip_dates
 from ctxpipe.core.text import STOPWORDS, stem
-from ctxpipe.providers.rules.speech import is_adverb_only, lemmas, verb_lemma
+from ctxpipe.providers.rules import speech
+from ctxpipe.providers.rules.text import lead_in
 
 ATTITUDE = frozenset("like love enjoy prefer hate dislike want need wish adore fancy mind".split())
 FAVOURITE = frozenset({"favorite", "favourite", "rather"})
@@ -34,7 +33,6 @@ SLOTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 CHANGE_CUES = ("anymore", "any more", "no longer", "now", "instead", "these days", "nowadays")
 CHANGE_VERBS = frozenset("stop quit switch change leave become".split())
 _CHANGE_CUE_RE = re.compile(rf"\b(?:{'|'.join(CHANGE_CUES)})\b")
-WORD_RE = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*")
 _GENERIC = frozenset("be have do get go make take thing lot really".split())
 # no topic: attitudes, generic verbs, change cues, function words
 _NOT_TOPICS = ATTITUDE | _GENERIC | CHANGE_VERBS | STOPWORDS | {"user", "others"}
@@ -52,18 +50,15 @@ _EMPLOYMENT_LINKS = frozenset({"at", "for", "as", "in"})
 def lemma(word: str) -> str:
     """The dictionary form of `word`: an inflected verb's verb ("lives" → live), else its noun,
     verb or adjective lemma."""
-    pos = lemmas(word)
-    verb = pos.get("VERB")
-    if verb and verb[0] != word.lower():
-        return verb[0]
-    for tag in ("NOUN", "VERB", "AUX", "ADJ"):
-        if tag in pos:
-            return pos[tag][0]
-    return word.lower()
+    pos = speech.lemmas(word)
+    verb = pos.get("VERB", ("",))[0]
+    if verb and verb != word.lower():
+        return verb
+    return next((pos[tag][0] for tag in ("NOUN", "VERB", "AUX", "ADJ") if tag in pos), word.lower())
 
 
 def word_lemmas(text: str) -> set[str]:
-    return {lemma(w) for w in WORD_RE.findall(text.replace("\u2019", "'"))}
+    return {lemma(w) for w in speech.split_words(text)}
 
 
 def subject_verb(text: str) -> tuple[str, bool]:
@@ -71,29 +66,16 @@ def subject_verb(text: str) -> tuple[str, bool]:
     speaker): "Ana doesn't need …" → (need, True); "prefers short answers" → (prefer, True);
     "The user's sister Hannah lives in Cork" → (live, False). A lead-in before a colon ("Big
     news: …") is skipped; the subject is the speaker when it is only a name or "the user"."""
-    head, colon, rest = text.partition(": ")
-    body = rest if colon and len(head.split()) <= 4 else text
-    words = WORD_RE.findall(body.replace("\u2019", "'"))
+    words = speech.split_words(lead_in(text, 4)[1])
     start = 0  # past the subject: a name, a possessive, "the user", "and others"
     while start < len(words):
         w = words[start]
         subject_word = w.lower() in _SUBJECT_WORDS or w.endswith("'s")
-        if not subject_word and not (w[:1].isupper() and verb_lemma(w) is None):
+        if not subject_word and not (w[:1].isupper() and speech.verb_lemma(w) is None):
             break
         start += 1
     own = not any(w.endswith("'s") for w in words[:start])
-    found = ""
-    for w in words[start : start + 6]:
-        low = w.lower()
-        if low in ("not", "no", "longer", "never") or is_adverb_only(low):
-            continue
-        low = low[:-3] if low.endswith("n't") else low
-        lem = verb_lemma({"doesn": "does", "ca": "can", "wo": "will"}.get(low, low))
-        if lem is None:
-            break
-        found = lem
-        if lem not in ("be", "have", "do", "will", "would", "can", "could", "should", "must"):
-            break
+    found = speech.chain_verb(words[start : start + 6])
     return found, own and bool(found)
 
 
@@ -108,15 +90,15 @@ def verbs_of(text: str) -> set[str]:
     the user now leads a team" → lead)."""
     found = {main_verb(text)}
     for m in re.finditer(r"\band\s+(?:then\s+)?([a-z]+)", text):
-        lem = verb_lemma(m.group(1))
-        if lem and lem != m.group(1) and "NOUN" not in lemmas(m.group(1)):
+        lem = speech.verb_lemma(m.group(1))
+        if lem and lem != m.group(1) and "NOUN" not in speech.lemmas(m.group(1)):
             found.add(lem)
-    subject = WORD_RE.findall(text)[:1]
+    subject = speech.split_words(text)[:1]
     if subject:
         who = "the user" if subject[0].lower() == "the" else re.escape(subject[0])
         for m in re.finditer(rf"(?<=\s){who}((?:\s+[a-z]+){{1,3}})", text, re.I):
-            after = [w for w in m.group(1).split() if not is_adverb_only(w)]
-            lem = verb_lemma(after[0]) if after else None
+            after = [w for w in m.group(1).split() if not speech.is_adverb_only(w)]
+            lem = speech.verb_lemma(after[0]) if after else None
             if lem and lem != after[0].lower():  # an inflected verb: a finite clause
                 found.add(lem)
     return found
@@ -124,8 +106,7 @@ def verbs_of(text: str) -> set[str]:
 
 def slot_of(text: str) -> str | None:
     """The single-valued attribute a statement is about first (None: it accumulates)."""
-    slots = slots_of(text)
-    return slots[0] if slots else None
+    return next(iter(slots_of(text)), None)
 
 
 @lru_cache(maxsize=16384)
@@ -163,9 +144,9 @@ def _employment(text: str, verbs: set[str]) -> bool:
     "leads a team at Initech") rather than an activity ("working on my confidence", "managing
     my social media")? Within the few words after it comes an organisation (a capitalised
     name) or a preposition that links a job to its place (at, for, as, in)."""
-    words = WORD_RE.findall(text)
+    words = speech.split_words(text)
     return any(
-        verb_lemma(w) in verbs
+        speech.verb_lemma(w) in verbs
         and any(a.lower() in _EMPLOYMENT_LINKS or a[:1].isupper() for a in words[i + 1 : i + 7])
         and words[i + 1].lower() != "on"  # "work on X": an activity
         for i, w in enumerate(words)
@@ -177,7 +158,7 @@ def _owner_is_subject(text: str, m: re.Match[str]) -> bool:
     not "The user's sister Hannah's job")?"""
     if m.group(0).startswith("their"):
         return True
-    before = WORD_RE.findall(text[: m.start()].rsplit(":", 1)[-1])
+    before = speech.split_words(text[: m.start()].rsplit(":", 1)[-1])
     return bool(before) and all(w.lower() in _SUBJECT_WORDS or w[:1].isupper() for w in before)
 
 
@@ -185,20 +166,29 @@ def is_change(text: str) -> bool:
     return bool(_CHANGE_CUE_RE.search(text.lower())) or main_verb(text) in CHANGE_VERBS
 
 
-def is_negated(text: str) -> bool:
-    low = text.lower().replace("\u2019", "'")
-    return bool(re.search(r"\b(?:not|never|no longer|no more)\b|n't\b", low))
-
-
-def topic_words(text: str) -> set[str]:
-    """Stems of the lemmas of what `text` is about (attitudes, auxiliaries, change cues, the
-    subject's name and function words left out)."""
-    words = WORD_RE.findall(strip_dates(text).replace("\u2019", "'"))
+def _topic_tokens(text: str) -> list[tuple[str, str]]:
+    """(word, stem of its lemma) of the words that say what `text` is about, in order:
+    attitudes, auxiliaries, change cues, dates, the subject's name and function words left
+    out."""
+    words = speech.split_words(strip_dates(text))
     skip = set(_NOT_TOPICS)
     if words and words[0][:1].isupper():  # the subject's name
         skip.add(words[0].lower().removesuffix("'s"))
-    out = set()
-    for low in (w.lower().removesuffix("'s") for w in words):
-        if not (low in skip or lemma(low) in skip or low.isdigit() or is_adverb_only(low)):
-            out.add(stem(lemma(low)))
-    return out
+    lows = (w.lower().removesuffix("'s") for w in words)
+    return [
+        (low, stem(lemma(low)))
+        for low in lows
+        if not (low in skip or lemma(low) in skip or low.isdigit() or speech.is_adverb_only(low))
+    ]
+
+
+def topic_words(text: str) -> set[str]:
+    """The stems of the lemmas of what `text` is about: two statements share a topic when
+    they share some."""
+    return {st for _, st in _topic_tokens(text)}
+
+
+def key_topics(text: str, n: int = 4) -> list[str]:
+    """The first `n` words of `text` that say what it is about, each once: what a routing key
+    is made of."""
+    return list(dict.fromkeys(w for w, _ in _topic_tokens(text)))[:n]

@@ -17,7 +17,9 @@ from ctxpipe.providers.rules.text import split_sentences
 def _as_dict(item: Any) -> dict[str, Any]:
     if isinstance(item, BaseModel):
         return item.model_dump()
-    return item if isinstance(item, dict) else {"content": item} if isinstance(item, str) else {}
+    if isinstance(item, str):
+        return {"content": item}
+    return item if isinstance(item, dict) else {}
 
 
 @dataclass

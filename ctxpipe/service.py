@@ -14,9 +14,9 @@ from typing import Any, Protocol, TypedDict, Unpack
 
 from pydantic import BaseModel, Field
 
-from ctxpipe.client.context_request import ContextRequest
-from ctxpipe.client.find_request import FindRequest
-from ctxpipe.client.search_request import SearchRequest
+from ctxpipe.client.context_request import ContextRequest, context_request
+from ctxpipe.client.find_request import FindRequest, find_request
+from ctxpipe.client.search_request import SearchRequest, search_request
 from ctxpipe.client.session_models import SessionAppended
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
@@ -304,20 +304,16 @@ class ContextEngineService:
         nodes that carry every one of them; `budget_tokens`: no more hits than fit in it;
         `as_of`: profile and preference facts valid on that date instead of now). `query`
         may be a whole `FindRequest` (the keywords are then not used)."""
-        if isinstance(query, FindRequest):
-            return self.read_path.find(query, ctx)
-        req = FindRequest.model_validate(
-            {
-                "query": query,
-                "top_k": top_k,
-                "budget_tokens": budget_tokens,
-                "scopes": scopes,
-                "categories": categories,
-                "context_types": context_types,
-                "min_score": min_score,
-                "tags": tags,
-                "as_of": as_of,
-            }
+        req = find_request(
+            query,
+            top_k,
+            as_of,
+            budget_tokens=budget_tokens,
+            scopes=scopes,
+            categories=categories,
+            context_types=context_types,
+            min_score=min_score,
+            tags=tags,
         )
         return self.read_path.find(req, ctx)
 
@@ -336,12 +332,7 @@ class ContextEngineService:
     ) -> SearchResult:
         """Intent analysis + hierarchical retrieval (the trajectory is in the result). `query`
         may be a whole `SearchRequest` (the other arguments are then not used)."""
-        if isinstance(query, SearchRequest):
-            return self.read_path.search(query, ctx)
-        req = SearchRequest.model_validate(
-            {"query": query, "recent": recent or [], "scopes": scopes, "as_of": as_of}
-        )
-        return self.read_path.search(req, ctx)
+        return self.read_path.search(search_request(query, recent, scopes, as_of), ctx)
 
     def build_context(
         self,
@@ -358,19 +349,7 @@ class ContextEngineService:
         """A prompt context of at most `budget` tokens (incremental per session; `as_of`:
         profile and preference facts valid on that date instead of now). `query` may be a
         whole `ContextRequest` (the other arguments are then not used)."""
-        if isinstance(query, ContextRequest):
-            return self.read_path.build_context(query, ctx)
-        req = ContextRequest.model_validate(
-            {
-                "query": query,
-                "messages": messages or [],
-                "budget": budget,
-                "profile": profile,
-                "system_prompt": system_prompt,
-                "incremental": incremental,
-                "as_of": as_of,
-            }
-        )
+        req = context_request(query, messages, budget, profile, system_prompt, incremental, as_of)
         return self.read_path.build_context(req, ctx)
 
     def read(self, uri: str, ctx: RequestContext, level: int = 2) -> str:

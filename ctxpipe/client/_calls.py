@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date
 from typing import Any
 from urllib.parse import quote
 
@@ -91,66 +90,14 @@ def find(who: dict[str, str], request: FindRequest) -> Call:
     return Call("POST", "/v1/find", FindResult.model_validate, body=body)
 
 
-def find_request(
-    query: str | FindRequest, top_k: int | None, as_of: date | str | None, **filters: Any
-) -> FindRequest:
-    """The `FindRequest` of the client's `find(...)` arguments (a ValidationError, before any
-    request is sent, when they are not a valid find)."""
-    if isinstance(query, FindRequest):
-        return query
-    fields = {k: v for k, v in filters.items() if v is not None}
-    return FindRequest.model_validate({"query": query, "top_k": top_k, "as_of": as_of, **fields})
-
-
 def search(who: dict[str, str], request: SearchRequest) -> Call:
     body = {**who, **request.model_dump(mode="json", exclude_none=True)}
     return Call("POST", "/v1/search", SearchResult.model_validate, body=body)
 
 
-def search_request(
-    query: str | SearchRequest,
-    recent: list[Message] | list[dict[str, Any]] | None,
-    scopes: list[str] | None,
-    as_of: date | str | None,
-) -> SearchRequest:
-    """The `SearchRequest` of the client's `search(...)` arguments (a ValidationError, before
-    any request is sent, when they are not a valid search)."""
-    if isinstance(query, SearchRequest):
-        return query
-    return SearchRequest.model_validate(
-        {"query": query, "recent": recent or [], "scopes": scopes, "as_of": as_of}
-    )
-
-
 def build_context(who: dict[str, str], request: ContextRequest) -> Call:
     body = {**who, **request.model_dump(mode="json", exclude_none=True)}
     return Call("POST", "/v1/context", ContextResult.model_validate, body=body)
-
-
-def context_request(
-    query: str | ContextRequest,
-    messages: list[Message] | list[dict[str, Any]] | None,
-    budget: int | None,
-    profile: str,
-    system_prompt: str,
-    incremental: bool,
-    as_of: date | str | None,
-) -> ContextRequest:
-    """The `ContextRequest` of the client's `build_context(...)` arguments (a ValidationError,
-    before any request is sent, when they are not a valid build)."""
-    if isinstance(query, ContextRequest):
-        return query
-    return ContextRequest.model_validate(
-        {
-            "query": query,
-            "messages": messages or [],
-            "budget": budget,
-            "profile": profile,
-            "system_prompt": system_prompt,
-            "incremental": incremental,
-            "as_of": as_of,
-        }
-    )
 
 
 def read(who: dict[str, str], uri: str, level: int) -> Call:

@@ -11,11 +11,11 @@ import httpx
 
 from ctxpipe.client import _calls as calls
 from ctxpipe.client._base import CommitFailedError, CtxApiError, Defaults, headers, raise_for
-from ctxpipe.client.context_request import ContextRequest
-from ctxpipe.client.find_request import FindRequest
+from ctxpipe.client.context_request import ContextRequest, context_request
+from ctxpipe.client.find_request import FindRequest, find_request
 from ctxpipe.client.models import ApiKey, CommitStatus
 from ctxpipe.client.results import ContextResult, FindResult, SearchResult
-from ctxpipe.client.search_request import SearchRequest
+from ctxpipe.client.search_request import SearchRequest, search_request
 from ctxpipe.client.session_models import SessionAppended
 from ctxpipe.core.models import CommitOptions, NodeStat, NodeSummary, RelationEdge
 from ctxpipe.core.session import Message
@@ -155,7 +155,7 @@ class AsyncCtxClient:
         and preference facts valid on that date (a date or YYYY-MM-DD) instead of now;
         `query` may be a whole `FindRequest` (the other arguments are then not used)."""
         who = self.defaults.who(user_id, agent_id, session_id)
-        return await self._run(calls.find(who, calls.find_request(query, top_k, as_of, **filters)))
+        return await self._run(calls.find(who, find_request(query, top_k, as_of, **filters)))
 
     async def search(
         self,
@@ -172,7 +172,7 @@ class AsyncCtxClient:
         hierarchical drill-down for each; `as_of`: facts valid on that date instead of now;
         `query` may be a whole `SearchRequest` (the other arguments are then not used)."""
         who = self.defaults.who(user_id, agent_id, session_id)
-        req = calls.search_request(query, recent, scopes, as_of)
+        req = search_request(query, recent, scopes, as_of)
         return await self._run(calls.search(who, req))
 
     async def build_context(
@@ -194,9 +194,7 @@ class AsyncCtxClient:
         that date instead of now; `query` may be a whole `ContextRequest` (the other
         arguments are then not used)."""
         who = self.defaults.who(user_id, agent_id, session_id)
-        req = calls.context_request(
-            query, messages, budget, profile, system_prompt, incremental, as_of
-        )
+        req = context_request(query, messages, budget, profile, system_prompt, incremental, as_of)
         return await self._run(calls.build_context(who, req))
 
     async def read(self, uri: str, level: int = 2, **who: str) -> str:

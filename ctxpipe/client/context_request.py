@@ -6,6 +6,9 @@ the two together (`ContextIn`)."""
 
 from __future__ import annotations
 
+from datetime import date
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from ctxpipe.client.request_fields import AS_OF, AsOf, Query
@@ -26,4 +29,30 @@ class ContextRequest(BaseModel):
     as_of: AsOf = Field(None, description=AS_OF)
 
 
-__all__ = ["ContextRequest"]
+def context_request(
+    query: str | ContextRequest,
+    messages: list[Message] | list[dict[str, Any]] | None,
+    budget: int | None,
+    profile: str,
+    system_prompt: str,
+    incremental: bool,
+    as_of: date | str | None,
+) -> ContextRequest:
+    """The `ContextRequest` of the client's `build_context(...)` arguments (a ValidationError,
+    before any request is sent, when they are not a valid build)."""
+    if isinstance(query, ContextRequest):
+        return query
+    return ContextRequest.model_validate(
+        {
+            "query": query,
+            "messages": messages or [],
+            "budget": budget,
+            "profile": profile,
+            "system_prompt": system_prompt,
+            "incremental": incremental,
+            "as_of": as_of,
+        }
+    )
+
+
+__all__ = ["ContextRequest", "context_request"]

@@ -6,6 +6,9 @@ build_context."""
 
 from __future__ import annotations
 
+from datetime import date
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from ctxpipe.client.request_fields import AS_OF, AsOf, Query
@@ -33,4 +36,15 @@ class FindRequest(BaseModel):
     as_of: AsOf = Field(None, description=AS_OF)
 
 
-__all__ = ["AS_OF", "FindRequest"]
+def find_request(
+    query: str | FindRequest, top_k: int | None, as_of: date | str | None, **filters: Any
+) -> FindRequest:
+    """The `FindRequest` of the client's `find(...)` arguments (a ValidationError, before any
+    request is sent, when they are not a valid find)."""
+    if isinstance(query, FindRequest):
+        return query
+    fields = {k: v for k, v in filters.items() if v is not None}
+    return FindRequest.model_validate({"query": query, "top_k": top_k, "as_of": as_of, **fields})
+
+
+__all__ = ["AS_OF", "FindRequest", "find_request"]

@@ -5,6 +5,9 @@ the API body is the two together (`SearchIn`)."""
 
 from __future__ import annotations
 
+from datetime import date
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from ctxpipe.client.request_fields import AS_OF, AsOf, Query
@@ -22,4 +25,19 @@ class SearchRequest(BaseModel):
     as_of: AsOf = Field(None, description=AS_OF)
 
 
-__all__ = ["SearchRequest"]
+def search_request(
+    query: str | SearchRequest,
+    recent: list[Message] | list[dict[str, Any]] | None,
+    scopes: list[str] | None,
+    as_of: date | str | None,
+) -> SearchRequest:
+    """The `SearchRequest` of the client's `search(...)` arguments (a ValidationError, before
+    any request is sent, when they are not a valid search)."""
+    if isinstance(query, SearchRequest):
+        return query
+    return SearchRequest.model_validate(
+        {"query": query, "recent": recent or [], "scopes": scopes, "as_of": as_of}
+    )
+
+
+__all__ = ["SearchRequest", "search_request"]

@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from ctxpipe.client import _calls as calls
+from ctxpipe.client.find_request import find_request
 from ctxpipe.client.models import FindIn
 from ctxpipe.retrieval import FindRequest
 from ctxpipe.retrieval.read_path import as_find_request
@@ -60,7 +61,7 @@ def test_the_api_body_is_the_request_and_who_asks() -> None:
 
 
 def test_the_client_builds_the_request_before_sending() -> None:
-    req = calls.find_request("q", 5, "2023-06-01", categories=["profile"], tags=None)
+    req = find_request("q", 5, "2023-06-01", categories=["profile"], tags=None)
     body = calls.find({"user_id": "ann"}, req).body
     assert body == {
         "user_id": "ann",
@@ -70,9 +71,9 @@ def test_the_client_builds_the_request_before_sending() -> None:
         "min_score": 0.0,
         "as_of": "2023-06-01",
     }
-    assert calls.find_request(req, None, None) is req
+    assert find_request(req, None, None) is req
     with pytest.raises(ValidationError):
-        calls.find_request("q", 0, None)
+        find_request("q", 0, None)
 
 
 def test_the_read_path_takes_a_request_or_a_bare_query() -> None:

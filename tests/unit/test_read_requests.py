@@ -25,6 +25,7 @@ from ctxpipe.api.routes import read as routes
 from ctxpipe.cli import app, services
 from ctxpipe.client import ContextRequest, CtxClient, FindRequest, SearchRequest
 from ctxpipe.client import _calls as calls
+from ctxpipe.client.context_request import context_request
 from ctxpipe.client.models import ApiKey, ContextIn, FindIn, Scope, SearchIn
 from ctxpipe.client.results import (
     ContextResult,
@@ -33,6 +34,7 @@ from ctxpipe.client.results import (
     TokenBudget,
     UpdateStrategy,
 )
+from ctxpipe.client.search_request import search_request
 from ctxpipe.core.config import Settings
 from ctxpipe.core.session import Message, RequestContext
 from ctxpipe.mcp_server import build_server
@@ -151,15 +153,15 @@ def test_the_api_body_is_the_request_and_who_asks() -> None:
 
 
 def test_the_client_builds_the_request_before_sending() -> None:
-    req = calls.search_request("q", [MSG], None, JUNE)
+    req = search_request("q", [MSG], None, JUNE)
     assert calls.search({"user_id": "ann"}, req).body == {
         "user_id": "ann",
         "query": "q",
         "recent": [{**MSG, "injected": False}],
         "as_of": "2023-06-01",
     }
-    assert calls.search_request(req, None, ["ignored"], None) is req
-    built = calls.context_request("q", None, 400, "default", "", True, None)
+    assert search_request(req, None, ["ignored"], None) is req
+    built = context_request("q", None, 400, "default", "", True, None)
     assert calls.build_context({}, built).body == {
         "query": "q",
         "messages": [],
@@ -169,9 +171,9 @@ def test_the_client_builds_the_request_before_sending() -> None:
         "incremental": True,
     }
     with pytest.raises(ValidationError, match="the query is empty"):
-        calls.search_request(" ", None, None, None)
+        search_request(" ", None, None, None)
     with pytest.raises(ValidationError):
-        calls.context_request("q", None, 0, "default", "", True, None)
+        context_request("q", None, 0, "default", "", True, None)
 
 
 # ------------------------------------------------------------------------- every edge

@@ -217,12 +217,15 @@ def test_find_keeps_the_lines_that_hold() -> None:
 
 def test_the_client_sends_as_of_as_an_iso_date() -> None:
     from ctxpipe.client import _calls as calls
+    from ctxpipe.client.context_request import context_request
+    from ctxpipe.client.find_request import find_request
+    from ctxpipe.client.search_request import search_request
 
     who = {"user_id": "ann"}
-    req = calls.find_request("q", 5, D("2023-06-01"))
+    req = find_request("q", 5, D("2023-06-01"))
     assert calls.find(who, req).body["as_of"] == "2023-06-01"
-    assert "as_of" not in calls.find(who, calls.find_request("q", 5, None)).body
-    ctx_req = calls.context_request("q", None, None, "default", "", True, D("2023-06-01"))
+    assert "as_of" not in calls.find(who, find_request("q", 5, None)).body
+    ctx_req = context_request("q", None, None, "default", "", True, D("2023-06-01"))
     assert calls.build_context(who, ctx_req).body["as_of"] == "2023-06-01"
-    search_req = calls.search_request("q", None, None, "2023-06-01")
+    search_req = search_request("q", None, None, "2023-06-01")
     assert calls.search(who, search_req).body["as_of"] == "2023-06-01"

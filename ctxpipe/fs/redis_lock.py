@@ -6,14 +6,15 @@ held. Expiry means two holders can overlap after a long stall; the ContextFS ver
 
 A worker node names itself the *holder* of the locks its processes take (`set_holder`: its
 incarnation, inherited by the pool processes it forks): each lock's value starts with the
-holder, and the holder's set of held keys is kept beside them. When the node dies, the reaper
-frees what it held at once (`release_held_by`), instead of leaving the owner's next commits
-to wait out the expiry.
+holder, and the holder's set of held locks (key and token of each hold) is kept beside them.
+When the node dies, the reaper frees what it held at once (`release_held_by`), instead of
+leaving the owner's next commits to wait out the expiry.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import uuid
 from collections.abc import Iterator
@@ -28,11 +29,10 @@ HELD_PREFIX = "ctxpipe:locks-held:"
 HELD_TTL_S = 7 * 24 * 3600  # the held set of a holder never reaped (a node that died unseen)
 _HOLDER = {"id": ""}
 
-# delete the lock only while its value still names the holder (a lock that expired and was
-# taken by another is left alone)
-_RELEASE_IF_HELD_BY = """
-local v = redis.call('get', KEYS[1])
-if v and string.sub(v, 1, string.len(ARGV[1])) == ARGV[1] then
+# delete the lock only while it is still that hold's (a lock that expired and was taken by
+# another is left alone)
+_RELEASE_IF_HELD = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
   return redis.call('del', KEYS[1])
 end
 return 0
@@ -49,12 +49,13 @@ def set_holder(holder: str) -> None:
 def release_held_by(client: redis.Redis, holder: str) -> int:
     """Free every lock `holder` (a dead worker incarnation) still holds; how many were freed."""
     held = HELD_PREFIX + holder
-    keys = cast(set[bytes], client.smembers(held))
+    holds = cast(set[bytes], client.smembers(held))
     freed = 0
-    if keys:
-        release = client.register_script(_RELEASE_IF_HELD_BY)
-        for key in sorted(keys):
-            freed += int(cast(int, release(keys=[key], args=[f"{holder}#"])))
+    if holds:
+        release = client.register_script(_RELEASE_IF_HELD)
+        for entry in sorted(holds):
+            key, token = json.loads(entry)
+            freed += int(cast(int, release(keys=[key], args=[token])))
     client.delete(held)
     return freed
 
@@ -89,6 +90,9 @@ class RedisOwnerLock:
             thread_local=False,
         )
         token = f"{holder}#{uuid.uuid4().hex}" if holder else None
+        # one entry per hold: a release of this key by another process of the node, racing
+        # with this acquisition, removes its own entry, never this one
+        entry = json.dumps([name, token])
         if not lock.acquire(token=token):
             raise LockTimeoutError(key, wait)
         stop = threading.Event()
@@ -105,7 +109,7 @@ class RedisOwnerLock:
         try:
             if holder:  # inside: a failure here still releases the lock
                 pipe = self._client.pipeline(transaction=False)
-                pipe.sadd(HELD_PREFIX + holder, name)
+                pipe.sadd(HELD_PREFIX + holder, entry)
                 pipe.expire(HELD_PREFIX + holder, HELD_TTL_S)
                 pipe.execute()
             yield
@@ -116,4 +120,4 @@ class RedisOwnerLock:
                 lock.release()
             if holder:
                 with contextlib.suppress(redis.RedisError):
-                    self._client.srem(HELD_PREFIX + holder, name)
+                    self._client.srem(HELD_PREFIX + holder, entry)

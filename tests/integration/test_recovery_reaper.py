@@ -3,6 +3,7 @@ or a broker restart leaves behind, and that re-driving them is bounded."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
@@ -120,7 +121,7 @@ def test_a_lock_that_expired_and_was_taken_by_another_is_not_freed(
     dead, alive = incarnation_id("commit@h", 21), incarnation_id("commit@h", 22)
     key = "ctxpipe:lock:owner:acme/w"
     client.set(key, f"{dead}#1", px=300)  # what the dead node left: its lock and its list
-    client.sadd(HELD_PREFIX + dead, key)
+    client.sadd(HELD_PREFIX + dead, json.dumps([key, f"{dead}#1"]))
     set_holder(alive)
     lock = RedisOwnerLock(client, ttl_s=30, default_timeout=2)
     with lock.hold("owner:acme/w"):  # taken by `alive` once the dead node's lock expired
@@ -216,3 +217,22 @@ def test_a_broker_restart_redrives_the_commits_accepted_before_it(
     report = reap.reap()
     assert report.broker_restarted
     assert sent == [("c-before", "extract")]
+
+
+def test_a_hold_stays_listed_when_an_earlier_hold_of_its_key_leaves_after_it(
+    client: redis.Redis, holder: None
+) -> None:
+    """Two processes of one node take the same lock in turn; the first one's bookkeeping, done
+    after the second acquired, must not unlist the second (a dead node would keep it)."""
+    node = incarnation_id("commit@h", 31)
+    set_holder(node)
+    lock = RedisOwnerLock(client, ttl_s=30, default_timeout=1)
+    first = lock.hold("owner:acme/x")
+    first.__enter__()
+    client.delete("ctxpipe:lock:owner:acme/x")  # the first released; its unlisting comes later
+    with lock.hold("owner:acme/x"):
+        first.__exit__(None, None, None)
+        (entry,) = client.smembers(HELD_PREFIX + node)
+        assert json.loads(entry)[1] == client.get("ctxpipe:lock:owner:acme/x").decode()  # type: ignore[union-attr]
+        assert WorkerRegistry(client).release_locks(node) == 1  # the node dies: freed
+    assert not client.exists("ctxpipe:lock:owner:acme/x")

@@ -24,6 +24,8 @@ from typing import Literal
 
 import dateparser
 
+from ctxpipe.core.validity import to_date
+
 _MONTHS = "|".join([*calendar.month_name[1:], *(m + r"\.?" for m in calendar.month_abbr[1:])])
 _DAYS = "|".join(calendar.day_name)
 _UNIT = r"(?:day|week|weekend|month|year)s?"
@@ -207,25 +209,13 @@ def resolve(text: str, said_on: date | None, past: bool = True) -> tuple[str, da
 
 
 def day_of(value: object) -> date | None:
-    """The day of a stored date or time, an ISO date or time (``2023-05-08``,
-    ``2023-05-08T14:00:00``) or a written date (``8 May 2023``); None when it is none of them."""
-    if isinstance(value, datetime):
-        return value.date()
-    if isinstance(value, date):
-        return value
-    text = str(value or "").strip()
-    if not text:
-        return None
+    """The day of what `to_date` reads (a stored date or time, an ISO date or time) or of a
+    written date (``8 May 2023``, as archive headers show it); None when it is none of them."""
+    found = to_date(value)
+    if found is not None or not isinstance(value, str):
+        return found
     try:
-        return datetime.strptime(text, "%d %B %Y").date()
-    except ValueError:
-        pass
-    try:
-        return datetime.fromisoformat(text).date()
-    except ValueError:
-        pass
-    try:
-        return date.fromisoformat(text[:10])
+        return datetime.strptime(value.strip(), "%d %B %Y").date()
     except ValueError:
         return None
 

@@ -1,11 +1,13 @@
 """Commit latency through Celery vs the same commit in process, and proof of parallel extractors.
 
-    .venv/bin/python bench/commit_latency.py [--commits 40] [--llm-delay 1.0]
+    .venv/bin/python bench/commit_latency.py [--commits 40] [--llm-delay 1.0] [--task-events on,off]
 
 Part 1 (rules LLM): p50/p95 of a commit through Celery (submit → register finished) on each
 canvas (`chord`, the default: a task per phase; `fused`: one task), minus the same commits run
 in process (the in-process executor on the default canvas), interleaved commit by commit.
-Target: the chord's overhead ≤ 35 ms at p50.
+Target: the chord's overhead ≤ 35 ms at p50. `--task-events on,off` runs this part once per
+value of `CTXPIPE_WORKER_TASK_EVENTS` (a fresh stack each, in that order): the cost of the task
+events Flower shows.
 Part 2 (an LLM that sleeps a fixed time per call): commit latency ÷ (archive + slowest extractor
 + plan), from the ledger's phase timings. Target ≤ 1.15 (the four extractors overlap).
 """
@@ -46,11 +48,11 @@ def celery_commit(ledger: CommitLedger, req: CommitRequest, kind: str | None = N
     return (time.perf_counter() - started) * 1000
 
 
-def run_overhead(n: int) -> dict[str, list[float]]:
+def run_overhead(n: int, task_events: bool = True) -> dict[str, list[float]]:
     """Latencies (ms) in process and through Celery on each canvas, commit by commit in turn,
     so that each sees the same state of a shared machine."""
     times: dict[str, list[float]] = {"inproc": [], **{k: [] for k in CANVASES}}
-    with local_stack(WORKERS) as settings:
+    with local_stack(WORKERS, worker_task_events=task_events) as settings:
         rt = Runtime(settings)
         ledger = CommitLedger(rt.db)
         coord = CommitCoordinator(rt.components())
@@ -98,10 +100,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--commits", type=int, default=40)
     ap.add_argument("--llm-delay", type=float, default=1.0)
+    ap.add_argument(
+        "--task-events",
+        default="on",
+        help="overhead part: on, off, or both in turn (on,off): workers' task events",
+    )
     ap.add_argument("--part", choices=["overhead", "parallel"], help=argparse.SUPPRESS)
     args = ap.parse_args()
+    events = [v.strip() for v in args.task_events.split(",") if v.strip()]
+    if not events or set(events) - {"on", "off"}:
+        ap.error("--task-events takes on, off or a list of them (on,off)")
     if args.part is None:  # each part gets its own stack, in its own process
-        for part in ("overhead", "parallel"):
+        runs = [("overhead", e) for e in events] + [("parallel", "on")]
+        for part, event in runs:
             subprocess.run(
                 [
                     sys.executable,
@@ -112,6 +123,8 @@ def main() -> None:
                     str(args.commits),
                     "--llm-delay",
                     str(args.llm_delay),
+                    "--task-events",
+                    event,
                 ],
                 check=True,
             )
@@ -125,8 +138,9 @@ def main() -> None:
             f"{'OK' if p['ratio_p50'] <= 1.15 else 'MISSED'}"
         )
         return
-    times = run_overhead(args.commits)
+    times = run_overhead(args.commits, task_events=events[0] == "on")
     pct = {k: (percentile(v, 0.5), percentile(v, 0.95)) for k, v in times.items()}
+    print(f"workers' task events {events[0]}:")
     base50, base95 = pct["inproc"]
     print(f"{'in process':16s} p50 {base50:7.1f} ms   p95 {base95:7.1f} ms")
     for kind in CANVASES:

@@ -58,9 +58,10 @@ def make_app(settings: Settings | None = None) -> Celery:
             "interval_max": 2.0,
         },
         broker_connection_timeout=connect_s,
-        # Flower: workers emit task events (received/started/succeeded/failed); no extra
-        # STARTED writes to the result backend and no sent-events on the hot path.
-        worker_send_task_events=True,
+        # Flower: workers emit task events (received/started/succeeded/failed) unless
+        # CTXPIPE_WORKER_TASK_EVENTS=false; no extra STARTED writes to the result backend and
+        # no sent-events on the hot path.
+        worker_send_task_events=settings.worker_task_events,
         task_queues=TASK_QUEUES,
         task_default_queue=COMMIT,
         task_routes=TASK_ROUTES,

@@ -166,6 +166,10 @@ class Settings(BaseSettings):
     """an unreachable PostgreSQL fails a call after this long, in one line (seconds)"""
     broker_connect_timeout_s: float = Field(5.0, gt=0, le=300)
     """an unreachable broker fails a submit after about this long, in one line (seconds)"""
+    worker_task_events: bool = True
+    """workers send task events (received, started, succeeded, ...), what Flower shows each
+    task by; off, a worker publishes none of them (Celery's own default) until a monitor asks
+    for them (Flower does, every 5 s): docs/celery.md"""
 
     # embeddings
     embedding_model: str = Field(

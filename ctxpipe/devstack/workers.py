@@ -69,8 +69,7 @@ def start_worker(
         "--without-gossip",
         "--without-mingle",
         "-l",
-        "INFO",
-        "-E",
+        "INFO",  # task events as the settings say (`worker_task_events`)
     ]
     with open(log, "wb") as fh:
         proc = subprocess.Popen(

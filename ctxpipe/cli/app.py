@@ -9,7 +9,6 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any, TypeVar
 
-import psycopg
 import typer
 from pydantic import BaseModel, ValidationError
 
@@ -64,13 +63,18 @@ def handle_errors(fn: F) -> F:
             raise
         except (CtxError, ValidationError, ValueError, OSError, RuntimeError) as exc:
             fail(_one_line(exc))
-        except psycopg.Error as exc:
-            hint = ""
-            if isinstance(exc, psycopg.errors.UndefinedTable | psycopg.errors.InvalidSchemaName):
-                hint = " (run `ctxpipe db migrate`)"
-            fail(f"database error: {_one_line(exc)}{hint}")
         except KeyboardInterrupt:
             fail("interrupted", 130)
+        except Exception as exc:
+            # a database error can only come from a command that imported psycopg: the
+            # commands that need no database do not load it
+            pg = sys.modules.get("psycopg")
+            if pg is None or not isinstance(exc, pg.Error):
+                raise
+            hint = ""
+            if isinstance(exc, pg.errors.UndefinedTable | pg.errors.InvalidSchemaName):
+                hint = " (run `ctxpipe db migrate`)"
+            fail(f"database error: {_one_line(exc)}{hint}")
 
     return wrapper  # type: ignore[return-value]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -15,7 +16,9 @@ from ctxpipe.core.enums import MemoryCategory
 from ctxpipe.core.errors import BacklogFullError, CommitError
 from ctxpipe.core.models import CommitOptions, CommitResult
 from ctxpipe.core.session import SessionInput
-from ctxpipe.service import ContextEngineService
+
+if TYPE_CHECKING:
+    from ctxpipe.service import ContextEngineService
 
 EXIT_TRY_LATER = 75  # sysexits EX_TEMPFAIL: the commit backlog is full, submit again later
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import typer
 
 from ctxpipe.cli.app import app, console, emit_json, handle_errors, settings
-from ctxpipe.storage.db import redact
 
 db_app = typer.Typer(
     help="Index replica database (PostgreSQL + pgvector): migrations and status.",
@@ -20,6 +19,7 @@ JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
 @handle_errors
 def migrate_cmd(as_json: bool = JSON_OPT) -> None:
     """Apply pending sql/ migrations to CTXPIPE_DATABASE_URL (schema CTXPIPE_DB_SCHEMA)."""
+    from ctxpipe.storage.db import redact
     from ctxpipe.storage.migrations import migrate
 
     cfg = settings()
@@ -41,6 +41,7 @@ def migrate_cmd(as_json: bool = JSON_OPT) -> None:
 @handle_errors
 def status_cmd(as_json: bool = JSON_OPT) -> None:
     """List the migrations on disk and whether each one is applied."""
+    from ctxpipe.storage.db import redact
     from ctxpipe.storage.migrations import status
 
     cfg = settings()

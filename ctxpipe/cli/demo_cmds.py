@@ -21,16 +21,16 @@ from ctxpipe.cli.commit_cmds import load_session
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.config import Settings
 from ctxpipe.core.session import SessionInput
-from ctxpipe.devstack.env import project_root
-from ctxpipe.service import CommitView
 
 if TYPE_CHECKING:
-    from ctxpipe.service import ContextEngineService
+    from ctxpipe.service import CommitView, ContextEngineService
 
 REQUIRED = ("postgres", "redis", "worker-commit", "worker-extract")
 
 
 def example_files(given: list[Path] | None) -> list[Path]:
+    from ctxpipe.devstack.env import project_root  # the package loads the servers' code
+
     if given:
         return given
     for base in (Path.cwd(), project_root()):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
@@ -12,7 +12,9 @@ from rich.text import Text
 
 from ctxpipe.cli.app import app, console, emit_json, handle_errors, settings
 from ctxpipe.core.config import Settings
-from ctxpipe.devstack import DevStack, StackStatus
+
+if TYPE_CHECKING:
+    from ctxpipe.devstack import DevStack, StackStatus
 
 dev_app = typer.Typer(
     help="Local development stack: PostgreSQL + pgvector, Redis, Celery workers, beat, Flower.",
@@ -24,6 +26,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JS
 
 
 def make_stack(cfg: Settings, concurrency: int = 2) -> DevStack:
+    from ctxpipe.devstack import DevStack  # the servers' code (psycopg) when a command runs
+
     return DevStack(cfg, concurrency=concurrency)
 
 

@@ -25,7 +25,6 @@ from ctxpipe.portability import (
     read_lines,
     write_export,
 )
-from ctxpipe.portability.wiring import make_importer
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="print the report as JSON on stdout")]
 
@@ -149,6 +148,8 @@ def import_cmd(
         if category is not None:
             fail("--category is for --format mem0")
         records = read_lines(str(source), parse_numbered)
+    from ctxpipe.portability.wiring import make_importer  # the outbox's store (psycopg)
+
     with services.runtime(optional_database=True) as rt:
         importer = make_importer(rt, replace=replace)
         with _progress(quiet or as_json) as progress:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -24,7 +24,9 @@ from ctxpipe.client.find_request import FindRequest
 from ctxpipe.client.search_request import SearchRequest
 from ctxpipe.core.session import Message
 from ctxpipe.core.validity import parse_as_of
-from ctxpipe.retrieval.models import FindHit
+
+if TYPE_CHECKING:
+    from ctxpipe.retrieval.models import FindHit
 
 QueryArg = Annotated[str, typer.Argument(help="what to look for")]
 UriArg = Annotated[str, typer.Argument(help="a ctx:// URI")]

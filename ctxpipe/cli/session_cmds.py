@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -11,7 +12,9 @@ from ctxpipe.cli.app import app, console, emit_json, handle_errors
 from ctxpipe.cli.commit_cmds import load_session
 from ctxpipe.client.session_models import SessionAppended
 from ctxpipe.core.session import RequestContext
-from ctxpipe.service import ContextEngineService
+
+if TYPE_CHECKING:
+    from ctxpipe.service import ContextEngineService
 
 session_app = typer.Typer(
     help="Open sessions: append messages as they come; commits are cut by size, idle time "

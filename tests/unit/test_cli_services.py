@@ -87,3 +87,30 @@ def test_queue_names_are_defined_once() -> None:
     assert {q.name for q in routed.TASK_QUEUES} == set(queues.QUEUES)
     assert {r["queue"] for r in routed.TASK_ROUTES.values()} == set(queues.QUEUES)
     assert inspect.signature(collect_status).parameters["queues"].default is queues.QUEUES
+
+
+def test_the_command_starts_without_the_pipeline_the_database_or_the_model_code() -> None:
+    """`ctxpipe --help` and the commands that need no service do not pay for loading the
+    commit pipeline, the read path, psycopg or numpy: a command imports what it opens."""
+    import subprocess
+    import sys
+
+    heavy = ("ctxpipe.service", "ctxpipe.runtime", "ctxpipe.retrieval", "psycopg", "numpy")
+    code = f"import sys, ctxpipe.cli; print(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == []
+
+
+def test_a_database_error_is_one_line_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    import psycopg
+    from typer.testing import CliRunner
+
+    def missing_table(*_a: object, **_k: object) -> object:
+        raise psycopg.errors.UndefinedTable('relation "ctx.commit_ledger" does not exist')
+
+    monkeypatch.setattr(services, "database", missing_table)
+    result = CliRunner().invoke(app, ["commits", "list"])
+    assert result.exit_code == 2
+    assert "database error: relation" in result.output
+    assert "(run `ctxpipe db migrate`)" in result.output
+    assert "Traceback" not in result.output

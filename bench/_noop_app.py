@@ -1,5 +1,6 @@
 """A Celery app with ctxpipe's settings (`tasks.app.make_app`) and two tasks that do nothing:
-what Celery itself costs, for `bench/celery_floor.py` (workers: `celery -A _noop_app worker`)."""
+what Celery itself costs, for `bench/celery_floor.py` (its workers run `celery -A
+bench._noop_app worker` from the project root)."""
 
 from __future__ import annotations
 

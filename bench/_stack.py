@@ -30,10 +30,12 @@ def env_for(settings: Settings) -> dict[str, str]:
     return child_env(settings)
 
 
-def _release_result_handles() -> None:
-    if "tasks.app" not in sys.modules:
+def release_result_handles(module: str = "tasks.app") -> None:
+    """Let the results awaited through the Celery app of `module` (when it is loaded)
+    unsubscribe from Redis now, while it still runs, not at interpreter exit."""
+    if module not in sys.modules:
         return
-    backend = sys.modules["tasks.app"].app.backend
+    backend = sys.modules[module].app.backend
     for mapping in getattr(backend, "_pending_results", ()):  # Celery keeps no public list
         for waiters in list(mapping.values()):
             for result in list(waiters.values()):
@@ -72,7 +74,7 @@ def local_stack(workers: list[tuple[str, int]], **overrides: Any) -> Iterator[Se
     finally:
         # result handles of `.get()` unsubscribe from Redis in __del__: let them do it now,
         # while Redis still runs, not at interpreter exit
-        _release_result_handles()
+        release_result_handles()
         gc.collect()
         for p in procs:
             p.stop()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -24,56 +23,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from _stack import percentile
+from _stack import percentile, release_result_handles
 
 from ctxpipe.core.config import Settings
 from ctxpipe.core.queues import COMMIT, EXTRACT
-from ctxpipe.devstack.env import child_env
+from ctxpipe.devstack.workers import WorkerProcess, start_worker
 from ctxpipe.storage.netutil import free_port
 from ctxpipe.storage.redis_server import start_redis, stop_redis
 
-HERE = Path(__file__).resolve().parent
 WORKERS = [(COMMIT, 2), (EXTRACT, 4)]
-
-
-def _start_workers(settings: Settings, logdir: Path, procs: list[subprocess.Popen[bytes]]) -> None:
-    """Start the workers into `procs` (stopped by the caller, even when one fails to start)."""
-    env = child_env(settings)
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
-    for queue, conc in WORKERS:
-        log = logdir / f"{queue}.log"
-        cmd = [sys.executable, "-m", "celery", "-A", "_noop_app", "worker", "-Q", queue]
-        cmd += ["-c", str(conc), "-n", f"{queue}@localhost", "--without-gossip"]
-        cmd += ["--without-mingle", "-l", "INFO"]
-        with open(log, "wb") as fh:
-            procs.append(
-                subprocess.Popen(
-                    cmd,
-                    cwd=HERE,
-                    env=env,
-                    stdout=fh,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # stopped with its pool processes, as a group
-                )
-            )
-    from _noop_app import app
-
-    names = [f"{queue}@localhost" for queue, _ in WORKERS]
-    deadline = time.monotonic() + 60
-    while len(app.control.ping(destination=names, timeout=0.5)) < len(names):
-        if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
-            raise RuntimeError("a worker did not start: see the logs in " + str(logdir))
-
-
-def _forget_results() -> None:
-    """Let the awaited results unsubscribe from Redis now, while it runs, not at exit."""
-    from _noop_app import app
-
-    for mapping in getattr(app.backend, "_pending_results", ()):  # no public list
-        for waiters in list(mapping.values()):
-            for result in list(waiters.values()):
-                app.backend.remove_pending_result(result)
-    gc.collect()
 
 
 def shapes() -> dict[str, Callable[[], object]]:
@@ -95,10 +53,11 @@ def run(events: bool, runs: int) -> dict[str, tuple[float, float]]:
     redis_url = start_redis(tmp / "redis", free_port())
     settings = Settings(redis_url=redis_url, worker_task_events=events, var_dir=tmp / "var")
     os.environ["CTXPIPE_REDIS_URL"] = redis_url  # this process's app (_noop_app) sends there
-    procs: list[subprocess.Popen[bytes]] = []
+    procs: list[WorkerProcess] = []
     out: dict[str, tuple[float, float]] = {}
     try:
-        _start_workers(settings, tmp, procs)
+        for queue, conc in WORKERS:  # the app module is found from the project root
+            procs.append(start_worker(settings, queue, conc, tmp, app="bench._noop_app"))
         for name, make in shapes().items():
             times = []
             for i in range(20 + runs):
@@ -108,14 +67,10 @@ def run(events: bool, runs: int) -> dict[str, tuple[float, float]]:
                     times.append((time.perf_counter() - t0) * 1000)
             out[name] = (percentile(times, 0.5), percentile(times, 0.95))
     finally:
-        _forget_results()
+        release_result_handles("_noop_app")
+        gc.collect()
         for p in procs:
-            os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
+            p.stop()
         stop_redis(tmp / "redis")
     return out
 

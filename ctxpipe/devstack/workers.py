@@ -46,9 +46,11 @@ def start_worker(
     *,
     pool: str = "prefork",
     timeout: float = 60.0,
+    app: str = "tasks.app",
 ) -> WorkerProcess:
-    """`celery -A tasks.app worker -Q queues` with `settings` in its environment; returns
-    once the worker logged that it is ready."""
+    """`celery -A <app> worker -Q queues` (the project's app unless `app` names another module
+    importable from the project root) with `settings` in its environment; returns once the
+    worker logged that it is ready."""
     name = f"w-{uuid.uuid4().hex[:6]}@localhost"
     log = Path(logdir) / f"{name.split('@')[0]}.log"
     cmd = [
@@ -56,7 +58,7 @@ def start_worker(
         "-m",
         "celery",
         "-A",
-        "tasks.app",
+        app,
         "worker",
         "-Q",
         queues,

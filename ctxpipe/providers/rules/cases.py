@@ -155,6 +155,8 @@ def case_memory(case: Case) -> dict[str, Any]:
         content.append(f"Outcome [{ok.id}]: {normalize_space(quote)}")
         told.append(ok)
     abstract = f"{_problem_phrase(problem_short)} → {truncate_words(solution_short, 20)}"
-    texts, conf = ("\n".join(overview), "\n\n".join(content)), 0.65 if ok is None else 0.9
+    conf = 0.65 if ok is None else 0.9  # a case the user confirmed is surer
+    overview_text, content_text = "\n".join(overview), "\n\n".join(content)
     refs = [m.id for m in told]
-    return memory("cases", _slug(case.problem_text), abstract, *texts, conf, refs=refs)
+    key = _slug(case.problem_text)
+    return memory("cases", key, abstract, overview_text, content_text, conf, refs=refs)

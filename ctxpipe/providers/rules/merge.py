@@ -172,9 +172,8 @@ def merge_bundle(variables: dict[str, Any]) -> dict[str, Any]:
     old = parse_lines(var.get("existing_overview", "")) or parse_lines(old_abs and f"- {old_abs}")
     new = parse_lines(var.get("new_overview", "")) or parse_lines(new_abs and f"- {new_abs}")
     overview, conflicts, added, folded = merge_lines(old, new, temporal, subject)
-    old_content, new_content = (
-        parse_lines(var.get(f"{s}_content", "")) for s in ("existing", "new")
-    )
+    old_content = parse_lines(var.get("existing_content", ""))
+    new_content = parse_lines(var.get("new_content", ""))
     content, more, _, _ = merge_lines(old_content, new_content, temporal, subject)
     conflicts = list(dict.fromkeys(conflicts + more))
     body = overview or content

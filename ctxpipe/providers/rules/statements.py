@@ -150,10 +150,8 @@ def statements(messages: list[Msg], speakers: list[str]) -> list[Statement]:
             for clause in clauses(sentence):
                 r = speech.rewrite(clause, subject)
                 text, day = resolve(r.text, said_on, r.past)
-                kind, clause_names = (
-                    _kind(clause, r, day is not None),
-                    [n for n in names if n in clause],
-                )
+                kind = _kind(clause, r, day is not None)
+                clause_names = [n for n in names if n in clause]
                 parts.append(Statement(msg, text, kind, day, clause_names, whole))
             # clauses are statements of their own only when they say different kinds of thing,
             # are preferences (each may be reversed on its own) or one sets a single-valued

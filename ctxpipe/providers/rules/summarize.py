@@ -49,16 +49,15 @@ def _score(msg: Msg, sentence: str, weights: dict[str, float], problems: set[str
         return 0.0
     # fsum: exact whatever the order of the set, so equal sentences tie in every process
     score = math.fsum(weights.get(t, 0.0) for t in toks) / math.sqrt(len(toks) + 1)
-    problem = bool(EXCEPTION_RE.search(sentence)) or sentence in problems
     # the user's sentences, decisions and problems weigh more; a sentence of few words less
-    boosts = [
-        (1.15, msg.is_user),
-        (1.2, is_decision(sentence)),
-        (1.2, problem),
-        (0.4, len(toks) < 3),
-    ]
-    for factor, holds in boosts:
-        score *= factor if holds else 1.0
+    if msg.is_user:
+        score *= 1.15
+    if is_decision(sentence):
+        score *= 1.2
+    if EXCEPTION_RE.search(sentence) or sentence in problems:
+        score *= 1.2
+    if len(toks) < 3:
+        score *= 0.4
     return score
 
 

@@ -19,7 +19,7 @@ from psycopg import sql
 
 from ctxpipe.core.errors import StorageError
 from ctxpipe.providers.base import VectorHit
-from ctxpipe.storage.chunk_sql import ChunkScope, HnswTuner, chunk_where, vector_literal
+from ctxpipe.storage.chunk_sql import ChunkScope, HnswTuner, chunk_where, vector_param
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
 
@@ -148,7 +148,7 @@ class PgVectorIndex:
             **lists,
         )
         where, params = chunk_where(scope)
-        params["q"] = vector_literal(query_vector)
+        params["q"] = vector_param(query_vector)
         params["limit"] = min(int(top_k), _MAX_TOP_K) * _OVERSAMPLE
         return sql.SQL(self._queries["vector_search_nodes"]).format(where=where), params
 

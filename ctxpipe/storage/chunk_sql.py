@@ -1,16 +1,16 @@
-"""The one WHERE builder over the index replica's chunks, the query vector literal, and the
+"""The one WHERE builder over the index replica's chunks, the query vector parameter, and the
 transaction-local HNSW settings — shared by `find` (retrieval/find/candidate_store.py) and the dedup
 prefilter (providers/pgvector_index.py). The statements are named queries in
 `sql/queries/vector.sql`; only bound parameters and quoted identifiers reach the SQL."""
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import psycopg
 from psycopg import sql
 
@@ -86,12 +86,13 @@ def chunk_where(
     return sql.SQL(" AND ").join(where), params
 
 
-def vector_literal(vector: Sequence[float]) -> str:
-    """The pgvector text form of a query vector; refuses an empty or non-finite one."""
-    values = [float(x) for x in vector]
-    if not values or not all(math.isfinite(x) for x in values):
+def vector_param(vector: Sequence[float]) -> np.ndarray:
+    """A query vector as a bound parameter: float32, sent in pgvector's binary form (no text
+    to format or parse); refuses an empty or non-finite one."""
+    values = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if not values.size or not bool(np.isfinite(values).all()):
         raise ValueError("query vector is empty or not finite (NaN or infinity)")
-    return "[" + ",".join(repr(x) for x in values) + "]"
+    return values
 
 
 class HnswTuner:
@@ -130,4 +131,4 @@ class HnswTuner:
             conn.execute(self.queries["hnsw_tune"], {"ef": str(ef_search)})
 
 
-__all__ = ["ChunkScope", "HnswTuner", "chunk_where", "like_prefix", "vector_literal"]
+__all__ = ["ChunkScope", "HnswTuner", "chunk_where", "like_prefix", "vector_param"]

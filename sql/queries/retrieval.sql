@@ -33,6 +33,68 @@ FROM matched AS m
 ORDER BY bm25 DESC, m.chunk_id
 LIMIT %(n_txt)s
 
+-- name: retrieval_text_arm_cold
+-- The full-text arm of a small scope whose statistics are not cached yet, in one pass: the
+-- scope's row count (an index-only count; above max_rows nothing else is read and the caller
+-- takes the large-scope path), its mean lexemes per chunk (on its first 2000 rows, as
+-- retrieval_scope_stats), the document frequency of each query term (as
+-- retrieval_term_df_scan), and the ranking of retrieval_text_arm with those IDFs. {scope} is
+-- the account/owner filter, {where} the request's whole filter, both over ``c``.
+WITH cnt AS MATERIALIZED (
+    SELECT count(*) AS n FROM {{schema}}.context_chunks AS c WHERE {scope}
+),
+rows AS MATERIALIZED (
+    SELECT c.chunk_id, c.tsv, ({where}) AS wanted
+    FROM {{schema}}.context_chunks AS c
+    WHERE {scope} AND (SELECT n FROM cnt) <= %(max_rows)s
+),
+stats AS MATERIALIZED (
+    SELECT coalesce((SELECT avg(length(s.tsv)) FROM (SELECT tsv FROM rows LIMIT 2000) AS s), 1)
+           ::float8 AS avgdl,
+           (SELECT n FROM cnt) AS n
+),
+q AS MATERIALIZED (
+    SELECT t.term, t.ord, to_tsquery('english', t.term) AS tq
+    FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS t(term, ord)
+    WHERE numnode(to_tsquery('english', t.term)) > 0
+),
+df AS MATERIALIZED (
+    SELECT q.term, q.ord, q.tq, count(r.chunk_id) AS df
+    FROM q LEFT JOIN rows AS r ON r.tsv @@ q.tq
+    GROUP BY q.term, q.ord, q.tq
+),
+idf AS MATERIALIZED (
+    SELECT df.term, df.ord, df.tq, df.df,
+           ln(1::float8 + ((greatest(stats.n, df.df) - df.df)::float8 + 0.5::float8)
+                          / (df.df::float8 + 0.5::float8)) AS idf
+    FROM df, stats
+    WHERE df.df > 0
+),
+tsq AS MATERIALIZED (
+    SELECT to_tsquery('english', string_agg(idf.term, ' | ' ORDER BY idf.ord)) AS tq FROM idf
+),
+matched AS (
+    SELECT r.chunk_id, r.tsv
+    FROM rows AS r
+    WHERE r.wanted AND r.tsv @@ (SELECT tq FROM tsq)
+    LIMIT %(text_rows)s
+),
+ranked AS (
+    SELECT m.chunk_id,
+           (SELECT coalesce(sum(i.idf ORDER BY i.ord), 0) FROM idf AS i WHERE m.tsv @@ i.tq)
+           * (%(k1)s + 1) / (1 + %(k1)s * (1 - %(b)s + %(b)s * length(m.tsv) / greatest(
+               (SELECT avgdl FROM stats), 1.0))) AS bm25
+    FROM matched AS m
+    ORDER BY bm25 DESC, m.chunk_id
+    LIMIT %(n_txt)s
+)
+SELECT stats.n, stats.avgdl,
+       (SELECT array_agg(df.term ORDER BY df.ord) FROM df) AS terms,
+       (SELECT array_agg(df.df ORDER BY df.ord) FROM df) AS dfs,
+       (SELECT array_agg(r.chunk_id ORDER BY r.bm25 DESC, r.chunk_id) FROM ranked AS r) AS ids,
+       (SELECT array_agg(r.bm25 ORDER BY r.bm25 DESC, r.chunk_id) FROM ranked AS r) AS scores
+FROM stats
+
 -- name: retrieval_fused
 -- The vector arm (cosine; exact scan or HNSW by the ORDER BY expression) fused with the
 -- full-text arm's ranking (given as arrays, best first) by reciprocal rank fusion, with the

@@ -365,6 +365,45 @@ def test_plan_choice_follows_the_owner_row_count(synthetic: HybridFinder) -> Non
     assert synthetic.find("note", many, 3, query_vector=q).plan == "hnsw"  # 3,000 rows
 
 
+def _arms(finder: HybridFinder, query: str, filters: FindFilters) -> tuple[Any, Any]:
+    """The text arm of a scope not seen lately (one statement that also counts the scope and
+    its terms), then the same with the statistics counted first (cached, then the arm)."""
+    store = finder.store
+    store.invalidate()
+    cold = store.text_arm(query, filters, 40)
+    store.invalidate()
+    store.scope_stats(filters)
+    store.term_df(filters, [t for t in query.lower().split() if t != "of"], "exact")
+    warm = store.text_arm(query, filters, 40)
+    return cold, warm
+
+
+def test_a_cold_scope_ranks_the_text_arm_as_a_warm_one(synthetic: HybridFinder) -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(12):
+        o, i = rng.integers(OWNERS), rng.integers(PER_OWNER)
+        for filters in (
+            FindFilters(account_id="syn", owner_spaces=[f"users/o{o}"]),
+            FindFilters(account_id="syn", owner_spaces=[f"users/o{o}", "users/o0"], levels=[0]),
+            FindFilters(account_id="syn", owner_spaces=[f"users/o{o}"], categories=["none"]),
+        ):
+            cold, warm = _arms(synthetic, f"note {i} of owner {o}", filters)
+            assert (cold.plan, cold.scope_rows, cold.text_terms, cold.ids) == (
+                warm.plan,
+                warm.scope_rows,
+                warm.text_terms,
+                warm.ids,
+            )
+            assert cold.scores == pytest.approx(warm.scores, rel=1e-12)
+            assert cold.idf == pytest.approx(warm.idf, rel=1e-12)
+    # its counts are cached: the next query of the scope reads only the matching chunks
+    assert synthetic.store.scope_stats(filters)[0] == PER_OWNER
+    # a scope above the exact-scan limit is left to the large-scope path
+    many = FindFilters(account_id="syn", owner_spaces=[f"users/o{i}" for i in range(20)])
+    cold, warm = _arms(synthetic, "note 7 of owner 3", many)
+    assert cold.plan == warm.plan == "hnsw" and cold.ids == warm.ids and cold.ids
+
+
 def test_config_is_a_plain_model() -> None:
     cfg = RetrievalConfig()
     assert cfg.hierarchical.global_top_k == 5 and cfg.hierarchical.alpha == 0.7

@@ -3,10 +3,11 @@ the thread-safe cache wrapper. No servers."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from ctxpipe.core.caches import LockedCache
-from ctxpipe.storage.chunk_sql import ChunkScope, chunk_where, like_prefix, vector_literal
+from ctxpipe.storage.chunk_sql import ChunkScope, chunk_where, like_prefix, vector_param
 
 
 def _sql(scope: ChunkScope, **kw: bool) -> tuple[str, dict[str, object]]:
@@ -44,12 +45,13 @@ def test_narrowing_fields_and_scope_only() -> None:
     assert text == "c.account_id = %(account)s" and set(params) == {"account"}
 
 
-def test_like_prefix_and_vector_literal() -> None:
+def test_like_prefix_and_vector_param() -> None:
     assert like_prefix("50%_a\\b") == "50\\%\\_a\\\\b%"
-    assert vector_literal([1, 0.5]) == "[1.0,0.5]"
+    vec = vector_param([1, 0.5])
+    assert vec.dtype == np.float32 and vec.tolist() == [1.0, 0.5]
     for bad in ([], [float("nan")], [float("inf")]):
         with pytest.raises(ValueError, match="not finite"):
-            vector_literal(bad)
+            vector_param(bad)
 
 
 def test_locked_cache_bounds_and_expiry() -> None:

@@ -2,7 +2,10 @@
 
 Two statements per query (`sql/queries/retrieval.sql`): ``retrieval_text_arm`` (needs no query
 vector, so it runs while the query is embedded) and ``retrieval_fused`` (the vector arm, the
-fusion and the candidates' rows); scope statistics and term frequencies are cached.
+fusion and the candidates' rows); scope statistics and term frequencies are cached, and a small
+scope not seen lately gets them with its text arm in one statement (``retrieval_text_arm_cold``).
+A read statement runs in autocommit (one round trip); the HNSW plan runs in a transaction for
+its transaction-local settings.
 
 - vector arm: the best chunks by cosine distance. The plan is chosen by the number of rows the
   account/owner filter leaves (counted on the ``(account_id, owner_space)`` index, cached
@@ -37,7 +40,7 @@ from ctxpipe.core.errors import StorageError
 from ctxpipe.retrieval.config import FindConfig
 from ctxpipe.retrieval.models import CandidateRow, FindFilters
 from ctxpipe.retrieval.units.lexical import bm25_idf, query_terms, tsquery_or
-from ctxpipe.storage.chunk_sql import ChunkScope, HnswTuner, chunk_where, vector_literal
+from ctxpipe.storage.chunk_sql import ChunkScope, HnswTuner, chunk_where, vector_param
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
 
@@ -121,7 +124,7 @@ class CandidateStore:
             where, params = build_where(filters, scope_only=True)
             params.update(terms=missing, sample=self.config.df_sample_rows)
             n_rows = self.scope_stats(filters)[0]
-            with self.db.connection() as conn:
+            with self.db.autocommit() as conn:
                 name = "retrieval_term_df" if plan == "hnsw" else "retrieval_term_df_scan"
                 rows = conn.execute(
                     sql.SQL(self.queries[name]).format(where=where), params
@@ -159,7 +162,7 @@ class CandidateStore:
         if cached is not None:
             return cached
         where, params = build_where(filters, scope_only=True)
-        with self.db.connection() as conn:
+        with self.db.autocommit() as conn:
             row = conn.execute(
                 sql.SQL(self.queries["retrieval_scope_stats"]).format(where=where), params
             ).fetchone()
@@ -191,9 +194,13 @@ class CandidateStore:
         cfg = self.config
         timings = timings if timings is not None else {}
         t0 = time.perf_counter()
+        terms = query_terms(query, cfg.max_query_terms) if cfg.text_weight > 0 else []
+        if terms and plan in (None, "exact") and self._cold(filters, terms):
+            cold = self._cold_text_arm(filters, terms, n_cand, timings)
+            if cold is not None:
+                return cold
         n_rows, avgdl = self.scope_stats(filters)
         chosen = plan or self.plan_for(n_rows)
-        terms = query_terms(query, cfg.max_query_terms) if cfg.text_weight > 0 else []
         idf, selective = self.text_plan(filters, terms, n_rows) if terms else ({}, [])
         timings["scope"] = (time.perf_counter() - t0) * 1000
         arm = TextArm(plan=chosen, scope_rows=n_rows, idf=idf, text_terms=selective)
@@ -220,6 +227,64 @@ class CandidateStore:
         timings["sql_text"] = (time.perf_counter() - t1) * 1000
         return arm
 
+    def _cold(self, filters: FindFilters, terms: Sequence[str]) -> bool:
+        """Are the scope's statistics, or a term's document frequency, not cached — and is
+        the scope not known to be large?"""
+        key = self._scope_key(filters)
+        stats = self._stats.get(key)
+        if stats is not None and self.plan_for(stats[0]) != "exact":
+            return False
+        return stats is None or any(self._df.get((key, t)) is None for t in terms)
+
+    def _cold_text_arm(
+        self,
+        filters: FindFilters,
+        terms: Sequence[str],
+        n_cand: int,
+        timings: dict[str, float],
+    ) -> TextArm | None:
+        """The text arm of a small scope not seen lately, in one statement that also counts
+        the scope and its terms (`retrieval_text_arm_cold`); the counts are cached as
+        `scope_stats` and `term_df` cache theirs. None when the scope is large (the caller
+        takes the large-scope path)."""
+        cfg = self.config
+        t0 = time.perf_counter()
+        scope, params = build_where(filters, scope_only=True)
+        where, full = build_where(filters)
+        params.update(full)
+        params.update(
+            terms=list(terms),
+            max_rows=cfg.exact_scan_max_rows,
+            text_rows=cfg.text_max_rows,
+            k1=_BM25_K1,
+            b=_BM25_B,
+            n_txt=n_cand,
+        )
+        query_sql = sql.SQL(self.queries["retrieval_text_arm_cold"]).format(
+            scope=scope, where=where
+        )
+        found = self._fetch(query_sql, params, None, 0, tuple_row)
+        n_rows, avgdl, seen, dfs, ids, scores = found[0]
+        if self.plan_for(int(n_rows)) != "exact":
+            return None
+        key = self._scope_key(filters)
+        n_rows, avgdl = int(n_rows), float(avgdl)
+        self._stats.put(key, (n_rows, avgdl))
+        df = dict(zip(seen or [], dfs or [], strict=True))
+        for t in terms:
+            self._df.put((key, t), int(df.get(t, 0)))
+        idf = {t: bm25_idf(int(df[t]), n_rows) for t in terms if int(df.get(t, 0)) > 0}
+        timings["scope"] = 0.0
+        timings["sql_text"] = (time.perf_counter() - t0) * 1000
+        return TextArm(
+            plan="exact",
+            scope_rows=n_rows,
+            idf=idf,
+            text_terms=list(idf),
+            ids=[str(i) for i in ids or []],
+            scores=[float(x) for x in scores or []],
+        )
+
     def fuse(
         self,
         qvec: Sequence[float],
@@ -240,7 +305,7 @@ class CandidateStore:
             else sql.SQL("c.embedding <=> %(q)s::vector")
         )
         params.update(
-            q=vector_literal(qvec),
+            q=vector_param(qvec),
             n_vec=n_cand,
             txt_ids=arm.ids,
             txt_scores=arm.scores,
@@ -276,9 +341,12 @@ class CandidateStore:
         limit: int,
         rows: RowFactory[R],
     ) -> list[R]:
+        # one statement: autocommit saves BEGIN and COMMIT (two round trips); the HNSW plan's
+        # settings are transaction-local, so that plan runs in a transaction
+        hnsw = hnsw_plan == "hnsw"
         try:
-            with self.db.connection() as conn:
-                if hnsw_plan == "hnsw":
+            with self.db.connection() if hnsw else self.db.autocommit() as conn:
+                if hnsw:
                     self._tune(conn, limit)
                 with conn.cursor(row_factory=rows, binary=True) as cur:  # vectors: no parsing
                     cur.execute(query_sql, params)
@@ -293,7 +361,7 @@ class CandidateStore:
         if not chunk_ids:
             return {}
         out: dict[str, dict[str, Any]] = {str(c): {} for c in chunk_ids}
-        with self.db.connection() as conn:
+        with self.db.autocommit() as conn:
             cur = conn.execute(
                 self.queries["retrieval_unit_vectors"], {"ids": list(chunk_ids)}, binary=True
             )
@@ -307,7 +375,7 @@ class CandidateStore:
         """Relation edges, either direction, between `seeds` and `uris` (one query)."""
         if not seeds or not uris:
             return []
-        with self.db.connection() as conn:
+        with self.db.autocommit() as conn:
             rows = conn.execute(
                 self.queries["retrieval_edges_among"],
                 {"account": account_id, "seeds": list(seeds), "uris": list(uris)},
@@ -319,9 +387,9 @@ class CandidateStore:
     ) -> list[tuple[str, float]]:
         """Ground truth: exact cosine top-n chunk ids (tests and benchmarks)."""
         where, params = build_where(filters)
-        params.update(q=vector_literal(qvec), n=n)
+        params.update(q=vector_param(qvec), n=n)
         query_sql = sql.SQL(self.queries["retrieval_exact_neighbours"]).format(where=where)
-        with self.db.connection() as conn:
+        with self.db.autocommit() as conn:
             return [(r[0], float(r[1])) for r in conn.execute(query_sql, params).fetchall()]
 
     def invalidate(self) -> None:

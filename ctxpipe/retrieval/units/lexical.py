@@ -27,6 +27,11 @@ _LINE_RE = re.compile(
     r"(?:\s+on\s+(\d{1,2} [A-Z][a-z]+ \d{4}))?:\s*(.*)$"
 )
 
+_BULLET_START = frozenset("-*\u20220123456789")
+_BULLET_RE = re.compile(r"^(?:[-*\u2022]|\d+[.)])\s+")
+_SPACE_PUNCT_RE = re.compile(r"\s+([.,;:!?])")
+_SPACES_RE = re.compile(r"\s{2,}")
+
 
 def query_terms(query: str, limit: int = 12) -> list[str]:
     """Distinct content words of the query, in order (stopwords and 1-letter words dropped)."""
@@ -129,6 +134,25 @@ def _qualify(ids: Iterable[str], chunk_refs: Sequence[str]) -> list[str]:
     return out
 
 
+def _markers(ln: str, chunk_refs: Sequence[str]) -> tuple[list[str], str]:
+    """The refs a memory line's markers name, and the line without them (nor a list bullet,
+    a space before punctuation or a run of spaces)."""
+    refs: list[str] = []
+    clean = ln
+    if "[" in ln:
+        marker_ids: list[str] = []
+        for mm in _MARKER_RE.finditer(ln):
+            marker_ids.extend(mm.group(1).split(","))
+        refs = _qualify(marker_ids, chunk_refs)
+        clean = _MARKER_RE.sub("", ln).strip()
+    if clean[:1] in _BULLET_START:
+        clean = _BULLET_RE.sub("", clean)
+    clean = _SPACE_PUNCT_RE.sub(r"\1", clean)
+    if "  " in clean:
+        clean = _SPACES_RE.sub(" ", clean)
+    return refs, clean
+
+
 def _render_line(m: re.Match[str]) -> tuple[str, str]:
     role, name, when, text = m.group(2), m.group(3), m.group(4), m.group(5)
     who = name.strip() if name and name.strip() else role
@@ -144,7 +168,7 @@ def split_units(text: str, chunk_refs: Sequence[str], *, derived: bool) -> list[
     for ln in (ln.strip() for ln in text.splitlines()):
         if not ln:
             continue
-        m = _LINE_RE.match(ln)
+        m = _LINE_RE.match(ln) if ln.startswith("[") else None
         if m:
             refs = _qualify(m.group(1).split(","), chunk_refs)
             prefix, body = _render_line(m)
@@ -160,14 +184,7 @@ def split_units(text: str, chunk_refs: Sequence[str], *, derived: bool) -> list[
                 )
             )
             continue
-        marker_ids: list[str] = []
-        for mm in _MARKER_RE.finditer(ln):
-            marker_ids.extend(mm.group(1).split(","))
-        refs = _qualify(marker_ids, chunk_refs)
-        clean = _MARKER_RE.sub("", ln).strip()
-        clean = re.sub(r"^(?:[-*\u2022]|\d+[.)])\s+", "", clean)
-        clean = re.sub(r"\s+([.,;:!?])", r"\1", clean)
-        clean = re.sub(r"\s{2,}", " ", clean)
+        refs, clean = _markers(ln, chunk_refs)
         if not refs and derived:
             refs = list(chunk_refs)
         if clean:

@@ -92,8 +92,9 @@ def _chunk_units(text: str, refs: tuple[str, ...], context_type: str | None) -> 
     splitting them is most of the ranking step otherwise. Callers never mutate the units."""
     out = []
     for line in chunk_lines(text, list(refs), context_type):
-        sents = tuple((s, _bag(s.text)) for s in line.sentences())
-        out.append((line, _bag(line.text), sents))
+        bag = _bag(line.text)
+        sents = tuple((s, bag if s is line else _bag(s.text)) for s in line.sentences())
+        out.append((line, bag, sents))
     return tuple(out)
 
 

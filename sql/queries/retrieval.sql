@@ -35,23 +35,27 @@ LIMIT %(n_txt)s
 
 -- name: retrieval_text_arm_cold
 -- The full-text arm of a small scope whose statistics are not cached yet, in one pass: the
--- scope's row count (an index-only count; above max_rows nothing else is read and the caller
--- takes the large-scope path), its mean lexemes per chunk (on its first 2000 rows, as
+-- scope's row count (an index-only count; above max_rows only the mean below is read and the
+-- caller takes the large-scope path), its mean lexemes per chunk (on its first 2000 rows, as
 -- retrieval_scope_stats), the document frequency of each query term (as
 -- retrieval_term_df_scan), and the ranking of retrieval_text_arm with those IDFs. {scope} is
 -- the account/owner filter, {where} the request's whole filter, both over ``c``.
 WITH cnt AS MATERIALIZED (
     SELECT count(*) AS n FROM {{schema}}.context_chunks AS c WHERE {scope}
 ),
-rows AS MATERIALIZED (
+scoped AS MATERIALIZED (
     SELECT c.chunk_id, c.tsv, ({where}) AS wanted
     FROM {{schema}}.context_chunks AS c
     WHERE {scope} AND (SELECT n FROM cnt) <= %(max_rows)s
 ),
 stats AS MATERIALIZED (
-    SELECT coalesce((SELECT avg(length(s.tsv)) FROM (SELECT tsv FROM rows LIMIT 2000) AS s), 1)
-           ::float8 AS avgdl,
-           (SELECT n FROM cnt) AS n
+    SELECT (SELECT n FROM cnt) AS n,
+           coalesce(
+               (SELECT avg(length(s.tsv)) FROM (SELECT tsv FROM scoped LIMIT 2000) AS s),
+               (SELECT avg(length(s.tsv))  -- a large scope: its first rows all the same
+                FROM (SELECT c.tsv FROM {{schema}}.context_chunks AS c WHERE {scope}
+                      LIMIT 2000) AS s),
+               1)::float8 AS avgdl
 ),
 q AS MATERIALIZED (
     SELECT t.term, t.ord, to_tsquery('english', t.term) AS tq
@@ -60,7 +64,7 @@ q AS MATERIALIZED (
 ),
 df AS MATERIALIZED (
     SELECT q.term, q.ord, q.tq, count(r.chunk_id) AS df
-    FROM q LEFT JOIN rows AS r ON r.tsv @@ q.tq
+    FROM q LEFT JOIN scoped AS r ON r.tsv @@ q.tq
     GROUP BY q.term, q.ord, q.tq
 ),
 idf AS MATERIALIZED (
@@ -75,7 +79,7 @@ tsq AS MATERIALIZED (
 ),
 matched AS (
     SELECT r.chunk_id, r.tsv
-    FROM rows AS r
+    FROM scoped AS r
     WHERE r.wanted AND r.tsv @@ (SELECT tq FROM tsq)
     LIMIT %(text_rows)s
 ),

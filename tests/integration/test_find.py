@@ -402,6 +402,7 @@ def test_a_cold_scope_ranks_the_text_arm_as_a_warm_one(synthetic: HybridFinder) 
     many = FindFilters(account_id="syn", owner_spaces=[f"users/o{i}" for i in range(20)])
     cold, warm = _arms(synthetic, "note 7 of owner 3", many)
     assert cold.plan == warm.plan == "hnsw" and cold.ids == warm.ids and cold.ids
+    assert cold.scores == pytest.approx(warm.scores, rel=1e-12)
 
 
 def test_config_is_a_plain_model() -> None:

@@ -245,8 +245,8 @@ class CandidateStore:
     ) -> TextArm | None:
         """The text arm of a small scope not seen lately, in one statement that also counts
         the scope and its terms (`retrieval_text_arm_cold`); the counts are cached as
-        `scope_stats` and `term_df` cache theirs. None when the scope is large (the caller
-        takes the large-scope path)."""
+        `scope_stats` and `term_df` cache theirs. None when the scope is large (its statistics
+        cached, the caller takes the large-scope path)."""
         cfg = self.config
         t0 = time.perf_counter()
         scope, params = build_where(filters, scope_only=True)
@@ -265,11 +265,11 @@ class CandidateStore:
         )
         found = self._fetch(query_sql, params, None, 0, tuple_row)
         n_rows, avgdl, seen, dfs, ids, scores = found[0]
-        if self.plan_for(int(n_rows)) != "exact":
-            return None
         key = self._scope_key(filters)
         n_rows, avgdl = int(n_rows), float(avgdl)
         self._stats.put(key, (n_rows, avgdl))
+        if self.plan_for(n_rows) != "exact":
+            return None
         df = dict(zip(seen or [], dfs or [], strict=True))
         for t in terms:
             self._df.put((key, t), int(df.get(t, 0)))

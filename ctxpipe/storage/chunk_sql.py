@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import psycopg
 from psycopg import sql
+from psycopg.adapt import Buffer, Loader
+from psycopg.pq import Format
 
 from ctxpipe.storage.queries import Queries
 
@@ -95,6 +97,36 @@ def vector_param(vector: Sequence[float]) -> np.ndarray:
     return values
 
 
+class _VectorBytes(Loader):
+    """pgvector's binary form left undecoded, so that many are decoded at once (`vectors_of`)."""
+
+    format = Format.BINARY
+
+    def load(self, data: Buffer) -> bytes:
+        return bytes(data)
+
+
+def raw_vectors(cur: psycopg.Cursor[Any]) -> None:
+    """Make `cur` load pgvector values as their binary form (bytes; see `vectors_of`)."""
+    info = cur.connection.adapters.types.get("vector")
+    if info is not None:
+        cur.adapters.register_loader(info.oid, _VectorBytes)
+
+
+def vectors_of(blobs: Sequence[bytes]) -> np.ndarray:
+    """pgvector values in binary form (a 2-byte dimension, 2 unused bytes, big-endian float32s)
+    as one float32 array of shape (n, dimension), decoded in one pass; refuses values of
+    different dimensions."""
+    if not blobs:
+        return np.zeros((0, 0), dtype=np.float32)
+    size = len(blobs[0])
+    dim = int.from_bytes(blobs[0][:2], "big") if size >= 4 else -1
+    if size != 4 + 4 * dim or any(len(b) != size for b in blobs):
+        raise ValueError("vectors of different dimensions (or not pgvector's binary form)")
+    words = np.frombuffer(b"".join(blobs), dtype=">f4").reshape(len(blobs), 1 + dim)
+    return words[:, 1:].astype(np.float32)
+
+
 class HnswTuner:
     """Transaction-local HNSW settings (`hnsw.ef_search`, and with pgvector ≥ 0.8 iterative
     scans so that a filtered search still returns its rows). The extension's version is read
@@ -131,4 +163,12 @@ class HnswTuner:
             conn.execute(self.queries["hnsw_tune"], {"ef": str(ef_search)})
 
 
-__all__ = ["ChunkScope", "HnswTuner", "chunk_where", "like_prefix", "vector_param"]
+__all__ = [
+    "ChunkScope",
+    "HnswTuner",
+    "chunk_where",
+    "like_prefix",
+    "raw_vectors",
+    "vector_param",
+    "vectors_of",
+]

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pgvector import Vector
 
 from ctxpipe.core.caches import LockedCache
-from ctxpipe.storage.chunk_sql import ChunkScope, chunk_where, like_prefix, vector_param
+from ctxpipe.storage.chunk_sql import ChunkScope, chunk_where, like_prefix, vector_param, vectors_of
 
 
 def _sql(scope: ChunkScope, **kw: bool) -> tuple[str, dict[str, object]]:
@@ -52,6 +53,20 @@ def test_like_prefix_and_vector_param() -> None:
     for bad in ([], [float("nan")], [float("inf")]):
         with pytest.raises(ValueError, match="not finite"):
             vector_param(bad)
+
+
+def test_vectors_in_pgvectors_binary_form_are_decoded_together() -> None:
+    rng = np.random.default_rng(1)
+    rows = rng.normal(size=(5, 7)).astype(np.float32)
+    blobs = [bytes(Vector(r).to_binary()) for r in rows]
+    got = vectors_of(blobs)
+    assert got.dtype == np.float32 and got.shape == (5, 7)
+    assert np.array_equal(got, rows)  # bit for bit
+    assert vectors_of([]).shape == (0, 0)
+    with pytest.raises(ValueError, match="different dimensions"):
+        vectors_of([*blobs, bytes(Vector(rows[0, :3]).to_binary())])
+    with pytest.raises(ValueError, match="binary form"):
+        vectors_of([b"\x00"])
 
 
 def test_locked_cache_bounds_and_expiry() -> None:

@@ -40,7 +40,14 @@ from ctxpipe.core.errors import StorageError
 from ctxpipe.retrieval.config import FindConfig
 from ctxpipe.retrieval.models import CandidateRow, FindFilters
 from ctxpipe.retrieval.units.lexical import bm25_idf, query_terms, tsquery_or
-from ctxpipe.storage.chunk_sql import ChunkScope, HnswTuner, chunk_where, vector_param
+from ctxpipe.storage.chunk_sql import (
+    ChunkScope,
+    HnswTuner,
+    chunk_where,
+    raw_vectors,
+    vector_param,
+    vectors_of,
+)
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
 
@@ -361,12 +368,13 @@ class CandidateStore:
         if not chunk_ids:
             return {}
         out: dict[str, dict[str, Any]] = {str(c): {} for c in chunk_ids}
-        with self.db.autocommit() as conn:
-            cur = conn.execute(
-                self.queries["retrieval_unit_vectors"], {"ids": list(chunk_ids)}, binary=True
-            )
-            for chunk_id, key, vec in cur.fetchall():
-                out.setdefault(str(chunk_id), {})[str(key)] = vec
+        with self.db.autocommit() as conn, conn.cursor(binary=True) as cur:
+            raw_vectors(cur)  # hundreds of vectors: decoded together below, not one by one
+            cur.execute(self.queries["retrieval_unit_vectors"], {"ids": list(chunk_ids)})
+            rows = [r for r in cur.fetchall() if r[2] is not None]
+        vectors = vectors_of([r[2] for r in rows])
+        for (chunk_id, key, _), vec in zip(rows, vectors, strict=True):
+            out.setdefault(str(chunk_id), {})[str(key)] = vec
         return out
 
     def edges_among(

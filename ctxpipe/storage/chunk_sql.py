@@ -1,6 +1,7 @@
-"""The one WHERE builder over the index replica's chunks, the query vector parameter, and the
+"""The one WHERE builder over the index replica's chunks, the query vector parameter, the
 transaction-local HNSW settings — shared by `find` (retrieval/find/candidate_store.py) and the dedup
-prefilter (providers/pgvector_index.py). The statements are named queries in
+prefilter (providers/pgvector_index.py) — and stored vectors read back many at once (`find`'s
+candidates' unit vectors, the index's unit vectors for reuse). The statements are named queries in
 `sql/queries/vector.sql`; only bound parameters and quoted identifiers reach the SQL."""
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from ctxpipe.retrieval.config import FindConfig, RetrievalConfig
 from ctxpipe.retrieval.find.hybrid_finder import HybridFinder
 from ctxpipe.retrieval.models import FindFilters
 from ctxpipe.retrieval.read_path import ReadPath
+from ctxpipe.retrieval.units.lexical import query_terms
 from ctxpipe.runtime import Runtime
 from ctxpipe.storage.migrations import migrate
 
@@ -373,7 +374,7 @@ def _arms(finder: HybridFinder, query: str, filters: FindFilters) -> tuple[Any, 
     cold = store.text_arm(query, filters, 40)
     store.invalidate()
     store.scope_stats(filters)
-    store.term_df(filters, [t for t in query.lower().split() if t != "of"], "exact")
+    store.term_df(filters, query_terms(query), "exact")
     warm = store.text_arm(query, filters, 40)
     return cold, warm
 

@@ -48,6 +48,7 @@ from _stack import percentile
 
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
+from ctxpipe.commit.recovery import DIED_RUNNING, REDRIVES
 from ctxpipe.core.config import DedupConfig, Settings
 from ctxpipe.core.session import SessionInput
 from ctxpipe.devstack import DevStack
@@ -143,6 +144,20 @@ def slow_commits(
                 }
             )
     return out
+
+
+def redrives(url: str, schema: str) -> dict[str, int]:
+    """What the reaper did: commits it re-drove, the most re-drives of one commit, and the most
+    worker deaths that caught one commit's task running (the count bounded by its
+    `max_redrives`, beyond which the commit is failed as one that kills its worker)."""
+    with psycopg.connect(url, connect_timeout=5) as conn:
+        rows = conn.execute(f"SELECT attempts FROM {schema}.commits").fetchall()
+    counts = [(int(a.get(REDRIVES, 0)), int(a.get(DIED_RUNNING, 0))) for (a,) in rows if a]
+    return {
+        "commits": sum(1 for r, _ in counts if r),
+        "max": max((r for r, _ in counts), default=0),
+        "max_died_running": max((d for _, d in counts), default=0),
+    }
 
 
 def build_reference(settings: Settings, users: dict[str, list[dict[str, Any]]]) -> Path:
@@ -249,6 +264,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         settle_s = time.monotonic() - t1
         replica = compare_replica(settings.fs_root, settings.database_url, settings.db_schema)
         slow = slow_commits(results, settings.database_url, settings.db_schema)
+        reaped = redrives(settings.database_url, settings.db_schema)
         stack.down(timeout=10)  # the reference runs alone (the stack's PostgreSQL restarts)
         stack.postgres.start()
         print("building the reference in process", flush=True)
@@ -267,6 +283,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     if r["phase"] != "registered"
                 ],
                 "resent_submits": sum(r.get("sends", 1) - 1 for r in results),
+                "redrives": reaped,
                 "latency_p50_s": percentile(lat, 0.5),
                 "latency_p95_s": percentile(lat, 0.95),
                 "latency_max_s": max(lat) if lat else None,
@@ -321,6 +338,11 @@ def report(out: dict[str, Any]) -> None:
             "; ".join(f"{f['commit_id']}: {f['error']}" for f in out["failed"]) or "none",
         ),  # fmt: skip
         ("submits sent again", str(out["resent_submits"])),
+        (
+            "re-driven by the reaper",
+            f"{out['redrives']['commits']} commits, at most {out['redrives']['max']} times; "
+            f"at most {out['redrives']['max_died_running']} deaths while running (bound 5)",
+        ),  # fmt: skip
         (
             "commit latency",
             f"p50 {out['latency_p50_s']:.1f}s, p95 {out['latency_p95_s']:.1f}s, "

@@ -4,7 +4,9 @@
   forks, so prefork children inherit it); once the node is ready a daemon thread of the parent
   refreshes its heartbeat every third of `worker_heartbeat_ttl_s`;
 - every commit task the node *receives* (running or prefetched: both are lost with the node) is
-  recorded under the incarnation by the parent (`task_received`); `task_postrun` removes it;
+  recorded under the incarnation by the parent (`task_received`), marked running by the pool
+  process that starts it (`task_prerun`: only a death while it runs counts towards failing the
+  commit as one that kills its worker); `task_postrun` removes it;
 - ``ctxpipe.maintenance.reap`` (beat, every `reap_interval_s`) re-drives the commits of dead
   incarnations and, after a broker restart, the commits in flight.
 """
@@ -18,6 +20,7 @@ from typing import Any
 import redis
 from celery.signals import (
     task_postrun,
+    task_prerun,
     task_received,
     worker_init,
     worker_ready,
@@ -117,6 +120,24 @@ def _on_task_received(request: Any = None, **_: Any) -> None:
         )
     except redis.RedisError as exc:  # the sweeper is still there for this one
         log.warning("could not record task %s for recovery: %s", request.id, exc)
+
+
+@task_prerun.connect
+def _on_task_prerun(
+    task_id: str | None = None, task: Any = None, args: Any = None, **_: Any
+) -> None:
+    inc = _node["incarnation"]
+    if inc is None or task_id is None or task is None:
+        return
+    commit_id = commit_of(str(task.name), args)
+    if commit_id is None:
+        return
+    try:
+        registry(app.conf.ctxpipe_settings).track(
+            inc, task_id, commit_id, str(task.name).rsplit(".", 1)[-1], running=True
+        )
+    except redis.RedisError as exc:  # still recorded as received: re-driven all the same
+        log.warning("could not mark task %s running for recovery: %s", task_id, exc)
 
 
 def _parent_client() -> redis.Redis:

@@ -14,7 +14,10 @@ restart is re-driven too. The stuck-commit sweeper stays as the last resort.
 
 Every step is idempotent (write-once phase outputs, deterministic URIs and event ids), so a
 re-drive that races with a late original delivery costs work, never correctness. A commit
-re-driven `max_redrives` times (its task keeps killing its worker) is failed with the reason.
+whose task was *running* on `max_redrives` worker nodes that died is failed with the reason (its
+task keeps killing its worker). Only those deaths count: a task a node had received but not
+started (prefetched, queued behind another) and a broker restart cannot have been caused by the
+commit, so they re-drive it without counting against it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 import redis
 
@@ -33,6 +36,10 @@ from ctxpipe.commit.steps import resume_point
 from ctxpipe.fs.redis_lock import release_held_by
 
 PREFIX = "ctxpipe:workers"
+# the ledger's attempt counters of the reaper: every re-drive, and the worker deaths that caught
+# the commit's task running (the ones bounded by `max_redrives`)
+REDRIVES = "reap"
+DIED_RUNNING = "died-running"
 RUNNING_TTL_S = 7 * 24 * 3600
 
 
@@ -43,6 +50,15 @@ def incarnation_id(node: str | None = None, pid: int | None = None) -> str:
 
 def node_of(incarnation: str) -> str:
     return incarnation.split("|", 1)[0]
+
+
+class Orphan(NamedTuple):
+    """A commit task a dead incarnation held: its commit, its phase, and whether it had
+    started (a task received but not started cannot have killed its worker)."""
+
+    commit_id: str
+    phase: str
+    running: bool
 
 
 class WorkerRegistry:
@@ -68,11 +84,14 @@ class WorkerRegistry:
         pipe.srem(self._alive, incarnation)
         pipe.execute()
 
-    def track(self, incarnation: str, task_id: str, commit_id: str, phase: str) -> None:
-        """Record that the incarnation holds a task of `commit_id` (received, maybe running)."""
-        entry = json.dumps({"commit": commit_id, "phase": phase, "at": time.time()})
+    def track(
+        self, incarnation: str, task_id: str, commit_id: str, phase: str, *, running: bool = False
+    ) -> None:
+        """Record that the incarnation holds a task of `commit_id`: received (prefetched, or
+        waiting for a pool process), or `running` once a process started it."""
+        entry = {"commit": commit_id, "phase": phase, "at": time.time(), "running": running}
         pipe = self.client.pipeline(transaction=False)
-        pipe.hset(self._running + incarnation, task_id, entry)
+        pipe.hset(self._running + incarnation, task_id, json.dumps(entry))
         pipe.expire(self._running + incarnation, RUNNING_TTL_S)
         pipe.execute()
 
@@ -88,14 +107,16 @@ class WorkerRegistry:
         members = self._members()
         return [i for i, ok in zip(members, self._beating(members), strict=True) if not ok]
 
-    def orphans(self, incarnation: str) -> list[tuple[str, str]]:
-        """(commit id, phase) of every task the incarnation was running."""
-        out: list[tuple[str, str]] = []
-        running = cast(dict[bytes, bytes], self.client.hgetall(self._running + incarnation))
-        for raw in running.values():
+    def orphans(self, incarnation: str) -> list[Orphan]:
+        """Every commit task the incarnation held, received or running."""
+        out: list[Orphan] = []
+        held = cast(dict[bytes, bytes], self.client.hgetall(self._running + incarnation))
+        for raw in held.values():
             try:
                 entry = json.loads(raw)
-                out.append((str(entry["commit"]), str(entry["phase"])))
+                out.append(
+                    Orphan(str(entry["commit"]), str(entry["phase"]), bool(entry.get("running")))
+                )
             except (ValueError, KeyError, TypeError):
                 continue
         return out
@@ -180,6 +201,8 @@ class CommitReaper:
         max_redrives: int = 5,
         limit: int = 1000,
     ) -> None:
+        """`max_redrives`: re-drives after a worker died while running the commit's task; the
+        next such death fails the commit."""
         self.ledger = ledger
         self.registry = registry
         self.watch = watch
@@ -194,10 +217,17 @@ class CommitReaper:
             report.dead_nodes.append(inc)
             # first: the re-driven commits (and any other of the same owners) need them
             report.locks_freed += self.registry.release_locks(inc)
-            for commit_id, _phase in self.registry.orphans(inc):
-                if commit_id not in done:
-                    done.add(commit_id)
-                    self._redrive(commit_id, f"worker {node_of(inc)} died", report)
+            orphans = self.registry.orphans(inc)
+            running = {o.commit_id for o in orphans if o.running}
+            for orphan in orphans:
+                if orphan.commit_id not in done:
+                    done.add(orphan.commit_id)
+                    self._redrive(
+                        orphan.commit_id,
+                        f"worker {node_of(inc)} died",
+                        report,
+                        died_running=orphan.commit_id in running,
+                    )
             self.registry.forget(inc)
         since = self.watch.restarted()
         if since is not None:
@@ -207,23 +237,24 @@ class CommitReaper:
             for commit_id, _phase, _attempts in self.ledger.accepted_before(since, self.limit):
                 if commit_id not in done:
                     done.add(commit_id)
-                    self._redrive(commit_id, "the broker restarted", report)
+                    self._redrive(commit_id, "the broker restarted", report, died_running=False)
             # only now: a reap that failed half-way (PostgreSQL down) sees the restart again
             self.watch.acknowledge()
         return report
 
-    def _redrive(self, commit_id: str, why: str, report: ReapReport) -> None:
+    def _redrive(self, commit_id: str, why: str, report: ReapReport, *, died_running: bool) -> None:
         row = self.ledger.get(commit_id)
         start = resume_point(row.phase) if row is not None else None
         if row is None or start is None:
             return  # finished, failed or unknown: nothing to do
-        n = self.ledger.bump_attempt(commit_id, "reap")
-        if n > self.max_redrives:
+        self.ledger.bump_attempt(commit_id, REDRIVES)
+        deaths = self.ledger.bump_attempt(commit_id, DIED_RUNNING) if died_running else 0
+        if deaths > self.max_redrives:
             self.ledger.fail(
                 commit_id,
                 row.phase,
-                f"re-driven {n - 1} times after {why}; its task keeps "
-                "losing its worker (see the worker logs)",
+                f"{deaths} worker nodes died while its task was running (the last time: "
+                f"{why}); it keeps killing its worker (see the worker logs)",
             )
             report.failed.append(commit_id)
             return
@@ -233,8 +264,11 @@ class CommitReaper:
 
 
 __all__ = [
+    "DIED_RUNNING",
+    "REDRIVES",
     "BrokerWatch",
     "CommitReaper",
+    "Orphan",
     "ReapReport",
     "WorkerRegistry",
     "incarnation_id",

@@ -153,12 +153,50 @@ def test_a_commit_that_keeps_killing_its_worker_is_failed_with_the_reason(
     for n in range(3):
         inc = incarnation_id("extract@h", 100 + n)
         reg.heartbeat(inc)
-        reg.track(inc, f"t{n}", "c-poison", "archive")
+        reg.track(inc, f"t{n}", "c-poison", "archive")  # received ...
+        reg.track(inc, f"t{n}", "c-poison", "archive", running=True)  # ... and started
         time.sleep(0.4)
         reap.reap()
     row = ledger.get("c-poison")
     assert len(sent) == 2 and row.phase == "failed"
-    assert "re-driven 2 times after worker extract@h died" in row.error
+    assert row.error.startswith("3 worker nodes died while its task was running")
+    assert "worker extract@h died" in row.error
+
+
+def test_only_deaths_that_caught_its_task_running_count_against_a_commit(
+    ledger: CommitLedger, client: redis.Redis
+) -> None:
+    """A task a node had received but not started (prefetched, queued behind another) and a
+    broker restart cannot have been caused by the commit: they re-drive it, without end, and
+    never fail it; the deaths that caught it running are bounded."""
+    sent: list[tuple[str, str]] = []
+    reg, reap = reaper(ledger, client, sent, max_redrives=2)
+    reap.reap()
+    submit(ledger, "c-innocent")
+    for n in range(4):  # four nodes die holding its task, never started
+        inc = incarnation_id("commit@h", 200 + n)
+        reg.heartbeat(inc)
+        reg.track(inc, f"q{n}", "c-innocent", "plan")
+        time.sleep(0.4)
+        assert reap.reap().redriven == ["c-innocent"]
+    restarted = CommitReaper(  # and the broker restarts twice, after it was accepted
+        ledger, reg, StartedAgo(client, 0.0), lambda c, s: sent.append((c, s)), max_redrives=2
+    )
+    for _ in range(2):
+        assert restarted.reap().redriven == ["c-innocent"]
+    row = ledger.get("c-innocent")
+    assert row.phase == "enqueued" and len(sent) == 6
+    assert row.attempts["reap"] == 6 and "died-running" not in row.attempts
+    for n in range(3):  # now its task is running each time: the third death fails it
+        inc = incarnation_id("commit@h", 300 + n)
+        reg.heartbeat(inc)
+        reg.track(inc, f"r{n}", "c-innocent", "plan", running=True)
+        reg.track(inc, f"o{n}", "c-other", "plan")  # another commit's task, only received
+        time.sleep(0.4)
+        reap.reap()
+    row = ledger.get("c-innocent")
+    assert row.phase == "failed" and row.attempts["died-running"] == 3
+    assert len(sent) == 8 and "killing its worker" in row.error
 
 
 def test_broker_watch_sees_a_new_run_of_the_broker(client: redis.Redis) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from property_examples import examples
 
@@ -181,6 +181,18 @@ _BLOCK = st.lists(_LINE, max_size=5).map("\n".join)
 
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck))
 @given(_BLOCK, _BLOCK, _BLOCK, st.sampled_from(["profile", "preferences", "entities"]))
+@example(  # a restated line folded into an old one that a later line of the bundle closes
+    old="- works at Acme [m1]\n- lives in a data engineer at Acme [m1]",
+    new_ov="",
+    new_ct="- works at Acme [m1]\n- lives in Acme [m1]\n- dislikes a data engineer at Acme [m1]",
+    cat="profile",
+)
+@example(  # a line closed in the bundle whose text the memory holds closed by another line
+    old="- works at Acme [m1]\n- works at Acme [m1]",
+    new_ov="",
+    new_ct="- works at Acme [m1] (superseded: works at Acme)\n- dislikes Acme [m1]",
+    cat="profile",
+)
 def test_merge_idempotent_and_lossless_property(
     old: str, new_ov: str, new_ct: str, cat: str
 ) -> None:

@@ -1,7 +1,9 @@
 """`policy.merge_bundle`: fold new lines into a memory; a change closes the line it replaces.
 
 Every old line is kept. A new line that says what a valid old line says (token Jaccard ≥ 0.8,
-or no content word the old line lacks) only adds its message ids to it. Otherwise it is added,
+or no content word the old line lacks) only adds its message ids to it — unless a later line of
+the bundle closes that old line: the bundle kept the restated line valid past the later one, so
+it is then added as a line of its own. Otherwise it is added,
 and in a profile or preference memory it *supersedes* each valid old line on the same topic
 that it contradicts or replaces (`supersedes`): the old line stays, closed — valid until the
 new line's ``valid from`` (the session that changed it) and ``(superseded: <new line>)`` — and
@@ -119,6 +121,8 @@ def merge_lines(
     for ln in lines:
         if ln.active and ln.bullet:
             valid.setdefault(ln.text, []).append(ln)
+    # the bundle's valid lines folded into each valid old text: the bundle restated them
+    restated: dict[str, list[Line]] = {}
     conflicts: list[str] = []
     added = folded = 0
     # a "key: value" line said once in the bundle is the key's value ("usage:", "status:");
@@ -126,6 +130,7 @@ def merge_lines(
     keys = Counter(k.group(1) for ln in new if (k := _KEY_RE.match(ln.text)))
     for ln in new:
         line, n = replace(ln, refs=list(ln.refs)), _features(ln.text)
+        key = (ln.text, ln.bullet)
         if not ln.bullet:
             if all(f.text != ln.text for f in lines):
                 lines.append(line)
@@ -134,12 +139,16 @@ def merge_lines(
         if line.active:
             same = (g[0] for text, g in valid.items() if same_statement(_features(text), n))
             twin = next(same, None)
-        else:  # closed in the bundle: the same valid line (to be closed again) or closed one
+        else:  # closed in the bundle: the same valid line, else the same closed one (closed
+            # by this line's successor, else by another: the memory already holds the fact)
             twin = valid[line.text][0] if line.text in valid else None
             twin = twin or next((f for f in lines if f.render() == line.render()), None)
+            twin = twin or next((f for f in lines if (f.text, f.bullet) == key), None)
         if twin is not None:
             twin.add_refs(line.refs)
             folded += 1
+            if line.active and twin.active:
+                restated.setdefault(twin.text, []).append(line)
             continue
         if line.active:
             for text, group in list(valid.items()):
@@ -150,6 +159,13 @@ def merge_lines(
                         g.close(line)
                     del valid[text]
                     conflicts.append(f"{text} -> {line.text}")
+                    # what the bundle restated of the closed line, earlier than this line,
+                    # survived this line in the bundle (it was settled first): it stays valid
+                    # as a line of its own
+                    for kept in restated.pop(text, []):
+                        lines.append(kept)
+                        valid.setdefault(kept.text, []).append(kept)
+                        folded, added = folded - 1, added + 1
             valid.setdefault(line.text, []).append(line)
         lines.append(line)
         added += 1

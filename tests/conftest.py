@@ -16,6 +16,7 @@ A missing binary or package FAILS the test with one clear line (never skips).
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import tempfile
@@ -59,6 +60,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if top in markers:
             item.add_marker(markers[top])
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported and built (modules, test items) lives as long as the run: out
+    of the collector's sight, every garbage collection during the tests, and pytest's own at
+    the end, walks only what the tests make."""
+    gc.collect()
+    gc.freeze()
 
 
 def _fail(what: str, exc: BaseException) -> NoReturn:

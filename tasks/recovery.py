@@ -30,6 +30,7 @@ from celery.signals import (
 from ctxpipe.commit.recovery import BrokerWatch, CommitReaper, WorkerRegistry, incarnation_id
 from ctxpipe.core.config import Settings
 from ctxpipe.fs.redis_lock import set_holder
+from ctxpipe.storage.broker_queues import COMMIT_PATH_QUEUES, queue_depths
 from tasks import context
 from tasks.app import app
 from tasks.queues import PLAN, REAP, SUBMIT
@@ -173,17 +174,20 @@ def reap() -> dict[str, Any]:
         registry(settings, client),
         BrokerWatch(client),
         lambda commit_id, start: workflow(commit_id, start).apply_async(),
+        queued=lambda: any(queue_depths(settings.redis_url, COMMIT_PATH_QUEUES, client).values()),
+        lost_after_s=settings.lost_task_after_s,
     )
     report = reaper.reap()
     if report.redriven or report.failed or report.locks_freed:
         log.warning(
-            "reaper: re-drove %d commit(s), failed %d, freed %d lock(s) "
-            "(dead nodes: %s, broker restarted: %s)",
-            len(report.redriven), len(report.failed), report.locks_freed, report.dead_nodes,
-            report.broker_restarted,
+            "reaper: re-drove %d commit(s) (%d whose next task was lost), failed %d, freed %d "
+            "lock(s) (dead nodes: %s, broker restarted: %s)",
+            len(report.redriven), len(report.lost), len(report.failed), report.locks_freed,
+            report.dead_nodes, report.broker_restarted,
         )  # fmt: skip
     return {
         "redriven": report.redriven,
+        "lost": report.lost,
         "failed": report.failed,
         "locks_freed": report.locks_freed,
         "dead_nodes": report.dead_nodes,

@@ -10,7 +10,11 @@ incarnation whose heartbeat expired, after freeing the owner locks it held (they
 otherwise hold up the owner's commits until they expire). A broker restart is detected by the
 Redis `run_id`: queued messages and chord counters may be gone (a broker without persistence,
 or one restarted from an older file), so every commit in flight that was accepted before the
-restart is re-driven too. The stuck-commit sweeper stays as the last resort.
+restart is re-driven too. A commit whose next task message was lost with no worker holding
+it — the broker hands a message over before the worker records it, and a worker killed in
+between loses it — is re-driven once it has been quiet for `lost_after_s` while no live worker
+holds a task of it and the commit path's queues are empty (a message waiting there may be its
+own). The stuck-commit sweeper stays as the last resort.
 
 Every step is idempotent (write-once phase outputs, deterministic URIs and event ids), so a
 re-drive that races with a late original delivery costs work, never correctness. A commit
@@ -132,6 +136,23 @@ class WorkerRegistry:
         pipe.srem(self._alive, incarnation)
         pipe.execute()
 
+    def held(self) -> set[str]:
+        """The commits of which a live incarnation holds a task (received or running)."""
+        alive = self.alive()
+        if not alive:
+            return set()
+        pipe = self.client.pipeline(transaction=False)
+        for inc in alive:
+            pipe.hvals(self._running + inc)
+        out: set[str] = set()
+        for values in pipe.execute():
+            for raw in values:
+                try:
+                    out.add(str(json.loads(raw)["commit"]))
+                except (ValueError, KeyError, TypeError):
+                    continue
+        return out
+
     def _members(self) -> list[str]:
         return sorted(
             m.decode() if isinstance(m, bytes) else m
@@ -174,6 +195,7 @@ class BrokerWatch:
 class ReaperLedger(Protocol):
     def get(self, commit_id: str) -> Any: ...
     def accepted_before(self, age_s: float, limit: int = 100) -> list[tuple[str, str, dict]]: ...
+    def stuck(self, older_than_s: float, limit: int = 100) -> list[tuple[str, str, dict]]: ...
     def bump_attempt(self, commit_id: str, key: str) -> int: ...
     def touch(self, commit_id: str) -> None: ...
     def fail(self, commit_id: str, phase: str, error: str) -> None: ...
@@ -184,6 +206,7 @@ class ReapReport:
     dead_nodes: list[str] = field(default_factory=list)
     broker_restarted: bool = False
     redriven: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)  # re-driven: their next task was lost
     failed: list[str] = field(default_factory=list)
     locks_freed: int = 0
 
@@ -200,15 +223,21 @@ class CommitReaper:
         *,
         max_redrives: int = 5,
         limit: int = 1000,
+        queued: Callable[[], bool] | None = None,
+        lost_after_s: float = 0.0,
     ) -> None:
         """`max_redrives`: re-drives after a worker died while running the commit's task; the
-        next such death fails the commit."""
+        next such death fails the commit. `queued`: whether any message waits in the commit
+        path's queues; with it and `lost_after_s` > 0, a commit quiet that long that no live
+        worker holds a task of, while those queues are empty, lost its next task: re-driven."""
         self.ledger = ledger
         self.registry = registry
         self.watch = watch
         self.redrive = redrive
         self.max_redrives = max_redrives
         self.limit = limit
+        self.queued = queued
+        self.lost_after_s = lost_after_s
 
     def reap(self) -> ReapReport:
         report = ReapReport()
@@ -240,7 +269,27 @@ class CommitReaper:
                     self._redrive(commit_id, "the broker restarted", report, died_running=False)
             # only now: a reap that failed half-way (PostgreSQL down) sees the restart again
             self.watch.acknowledge()
+        if self.queued is not None and self.lost_after_s > 0:
+            self._lost(done, report)
         return report
+
+    def _lost(self, done: set[str], report: ReapReport) -> None:
+        """Re-drive the quiet commits whose next task no one holds and no queue may hold. In
+        this order — the ledger, the queues, the workers — a message taken from a queue after
+        the queues were looked at is held by then."""
+        quiet = [c for c, _p, _a in self.ledger.stuck(self.lost_after_s, self.limit)]
+        quiet = [c for c in quiet if c not in done]
+        if not quiet or self.queued is None or self.queued():
+            return
+        held = self.registry.held()
+        for commit_id in quiet:
+            if commit_id in held:
+                continue  # running (an LLM call may be slow), prefetched or waiting for its ETA
+            done.add(commit_id)
+            n = len(report.redriven)
+            self._redrive(commit_id, "its next task was lost", report, died_running=False)
+            if len(report.redriven) > n:
+                report.lost.append(commit_id)
 
     def _redrive(self, commit_id: str, why: str, report: ReapReport, *, died_running: bool) -> None:
         row = self.ledger.get(commit_id)

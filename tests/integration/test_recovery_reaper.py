@@ -274,3 +274,41 @@ def test_a_hold_stays_listed_when_an_earlier_hold_of_its_key_leaves_after_it(
         assert json.loads(entry)[1] == client.get("ctxpipe:lock:owner:acme/x").decode()  # type: ignore[union-attr]
         assert WorkerRegistry(client).release_locks(node) == 1  # the node dies: freed
     assert not client.exists("ctxpipe:lock:owner:acme/x")
+
+
+def test_a_quiet_commit_whose_next_task_nobody_holds_is_redriven_once_the_queues_are_empty(
+    ledger: CommitLedger, client: redis.Redis
+) -> None:
+    """The broker hands a message over before the worker records it: a worker killed in
+    between loses the commit's next task with no trace in the registry. Such a commit is
+    re-driven once quiet — not while a live worker holds a task of it (a slow LLM call), nor
+    while a message waits in the commit path's queues (it may be its own)."""
+    sent: list[tuple[str, str]] = []
+    waiting = [True]
+    reg = WorkerRegistry(client, ttl_s=5)
+    reap = CommitReaper(
+        ledger,
+        reg,
+        BrokerWatch(client),
+        lambda c, s: sent.append((c, s)),
+        queued=lambda: waiting[0],
+        lost_after_s=0.3,
+    )
+    reap.reap()  # the first look at this broker counts as a restart: nothing in flight yet
+    submit(ledger, "c-lost")
+    submit(ledger, "c-running")
+    live = incarnation_id("commit@h", 41)
+    reg.heartbeat(live)
+    reg.track(live, "t1", "c-running", "archive", running=True)
+    assert reap.reap().redriven == []  # not quiet yet
+    time.sleep(0.5)
+    assert reap.reap().redriven == []  # quiet, but a message waits in the queues
+    waiting[0] = False
+    report = reap.reap()
+    assert report.lost == report.redriven == ["c-lost"] and sent == [("c-lost", "archive")]
+    row = ledger.get("c-lost")
+    assert row.attempts == {"reap": 1} and row.phase == "enqueued"
+    assert reap.reap().redriven == []  # re-driven just now: quiet again only later
+    reg.untrack(live, "t1")  # the held commit's task finished without progress: lost too
+    time.sleep(0.5)
+    assert sorted(reap.reap().lost) == ["c-lost", "c-running"]

@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 from ctxpipe.core.errors import EmbeddingError
 from ctxpipe.core.models import ChunkRecord, ContextNode, RelationEdge
 from ctxpipe.core.uri import CtxURI
-from ctxpipe.storage.chunk_sql import raw_vectors, vectors_of
+from ctxpipe.storage.chunk_sql import fetch_with_vectors
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
 
@@ -163,11 +163,10 @@ class ReplicaStore:
         if not uris:
             return {}
         out: dict[str, dict[str, Any]] = {}
-        with self.db.connection() as conn, conn.cursor(binary=True) as cur:
-            raw_vectors(cur)  # many vectors: decoded together below
-            cur.execute(self._q["index_unit_vectors"], {"uris": list(uris), "model": model})
-            rows = cur.fetchall()
-        for (text, key, _), vec in zip(rows, vectors_of([r[2] for r in rows]), strict=True):
+        params = {"uris": list(uris), "model": model}
+        with self.db.connection() as conn:
+            rows = fetch_with_vectors(conn, self._q["index_unit_vectors"], params)
+        for (text, key), vec in rows:
             out.setdefault(text, {})[key] = vec
         return out
 

@@ -107,11 +107,20 @@ class _VectorBytes(Loader):
         return bytes(data)
 
 
-def raw_vectors(cur: psycopg.Cursor[Any]) -> None:
-    """Make `cur` load pgvector values as their binary form (bytes; see `vectors_of`)."""
-    info = cur.connection.adapters.types.get("vector")
-    if info is not None:
-        cur.adapters.register_loader(info.oid, _VectorBytes)
+def fetch_with_vectors(
+    conn: psycopg.Connection[Any], query: Any, params: dict[str, Any]
+) -> list[tuple[tuple[Any, ...], np.ndarray]]:
+    """The rows of `query`, whose last column is a pgvector value, as (the other columns, the
+    vector): the values are read in binary form and decoded together (`vectors_of`), not one
+    pgvector object each."""
+    with conn.cursor(binary=True) as cur:
+        info = conn.adapters.types.get("vector")
+        if info is not None:
+            cur.adapters.register_loader(info.oid, _VectorBytes)
+        cur.execute(query, params)
+        rows = cur.fetchall()
+    vectors = vectors_of([r[-1] for r in rows])
+    return [(tuple(r[:-1]), v) for r, v in zip(rows, vectors, strict=True)]
 
 
 def vectors_of(blobs: Sequence[bytes]) -> np.ndarray:
@@ -168,8 +177,8 @@ __all__ = [
     "ChunkScope",
     "HnswTuner",
     "chunk_where",
+    "fetch_with_vectors",
     "like_prefix",
-    "raw_vectors",
     "vector_param",
     "vectors_of",
 ]

@@ -44,9 +44,8 @@ from ctxpipe.storage.chunk_sql import (
     ChunkScope,
     HnswTuner,
     chunk_where,
-    raw_vectors,
+    fetch_with_vectors,
     vector_param,
-    vectors_of,
 )
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.queries import Queries
@@ -368,12 +367,11 @@ class CandidateStore:
         if not chunk_ids:
             return {}
         out: dict[str, dict[str, Any]] = {str(c): {} for c in chunk_ids}
-        with self.db.autocommit() as conn, conn.cursor(binary=True) as cur:
-            raw_vectors(cur)  # hundreds of vectors: decoded together below, not one by one
-            cur.execute(self.queries["retrieval_unit_vectors"], {"ids": list(chunk_ids)})
-            rows = [r for r in cur.fetchall() if r[2] is not None]
-        vectors = vectors_of([r[2] for r in rows])
-        for (chunk_id, key, _), vec in zip(rows, vectors, strict=True):
+        with self.db.autocommit() as conn:  # hundreds of vectors, decoded together
+            rows = fetch_with_vectors(
+                conn, self.queries["retrieval_unit_vectors"], {"ids": list(chunk_ids)}
+            )
+        for (chunk_id, key), vec in rows:
             out.setdefault(str(chunk_id), {})[str(key)] = vec
         return out
 

@@ -32,7 +32,7 @@ test: $(STAMP)
 # test` runs them all). Bytecode is cached even where the environment turns it off: else every
 # run compiles the package and assertion-rewrites the test files again, seconds of the tier.
 # The tests' temporary roots go to a RAM-backed filesystem where the machine has one: the tier
-# creates and deletes some 10,000 files and directories, whose metadata cost a disk more time
+# creates and deletes some 15,000 files and directories, whose metadata cost a disk more time
 # than the tests themselves (fsync is already stubbed out in this tier: durability is not
 # what it tests; a run writes some 35 MB). A directory of its own per run, removed after it;
 # the usual temporary directory where no RAM-backed one with 1 GiB free exists.

@@ -65,6 +65,20 @@ class Orphan(NamedTuple):
     running: bool
 
 
+def _tasks(entries: list[bytes]) -> list[Orphan]:
+    """The registry's entries of an incarnation's tasks (`WorkerRegistry.track`), read."""
+    out: list[Orphan] = []
+    for raw in entries:
+        try:
+            entry = json.loads(raw)
+            out.append(
+                Orphan(str(entry["commit"]), str(entry["phase"]), bool(entry.get("running")))
+            )
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
 class WorkerRegistry:
     """Heartbeats of worker incarnations and the commit phases each one is running (Redis)."""
 
@@ -113,17 +127,7 @@ class WorkerRegistry:
 
     def orphans(self, incarnation: str) -> list[Orphan]:
         """Every commit task the incarnation held, received or running."""
-        out: list[Orphan] = []
-        held = cast(dict[bytes, bytes], self.client.hgetall(self._running + incarnation))
-        for raw in held.values():
-            try:
-                entry = json.loads(raw)
-                out.append(
-                    Orphan(str(entry["commit"]), str(entry["phase"]), bool(entry.get("running")))
-                )
-            except (ValueError, KeyError, TypeError):
-                continue
-        return out
+        return _tasks(cast(list[bytes], self.client.hvals(self._running + incarnation)))
 
     def release_locks(self, incarnation: str) -> int:
         """Free the owner locks a dead incarnation still holds (`RedisOwnerLock` names its
@@ -144,14 +148,7 @@ class WorkerRegistry:
         pipe = self.client.pipeline(transaction=False)
         for inc in alive:
             pipe.hvals(self._running + inc)
-        out: set[str] = set()
-        for values in pipe.execute():
-            for raw in values:
-                try:
-                    out.add(str(json.loads(raw)["commit"]))
-                except (ValueError, KeyError, TypeError):
-                    continue
-        return out
+        return {t.commit_id for values in pipe.execute() for t in _tasks(values)}
 
     def _members(self) -> list[str]:
         return sorted(
@@ -277,8 +274,8 @@ class CommitReaper:
         """Re-drive the quiet commits whose next task no one holds and no queue may hold. In
         this order — the ledger, the queues, the workers — a message taken from a queue after
         the queues were looked at is held by then."""
-        quiet = [c for c, _p, _a in self.ledger.stuck(self.lost_after_s, self.limit)]
-        quiet = [c for c in quiet if c not in done]
+        stuck = self.ledger.stuck(self.lost_after_s, self.limit)
+        quiet = [c for c, _p, _a in stuck if c not in done]
         if not quiet or self.queued is None or self.queued():
             return
         held = self.registry.held()
@@ -286,16 +283,15 @@ class CommitReaper:
             if commit_id in held:
                 continue  # running (an LLM call may be slow), prefetched or waiting for its ETA
             done.add(commit_id)
-            n = len(report.redriven)
-            self._redrive(commit_id, "its next task was lost", report, died_running=False)
-            if len(report.redriven) > n:
+            if self._redrive(commit_id, "its next task was lost", report, died_running=False):
                 report.lost.append(commit_id)
 
-    def _redrive(self, commit_id: str, why: str, report: ReapReport, *, died_running: bool) -> None:
+    def _redrive(self, commit_id: str, why: str, report: ReapReport, *, died_running: bool) -> bool:
+        """Re-drive the commit from its ledger phase (True), or fail it past the bound."""
         row = self.ledger.get(commit_id)
         start = resume_point(row.phase) if row is not None else None
         if row is None or start is None:
-            return  # finished, failed or unknown: nothing to do
+            return False  # finished, failed or unknown: nothing to do
         self.ledger.bump_attempt(commit_id, REDRIVES)
         deaths = self.ledger.bump_attempt(commit_id, DIED_RUNNING) if died_running else 0
         if deaths > self.max_redrives:
@@ -306,10 +302,11 @@ class CommitReaper:
                 f"{why}); it keeps killing its worker (see the worker logs)",
             )
             report.failed.append(commit_id)
-            return
+            return False
         self.ledger.touch(commit_id)
         self.redrive(commit_id, start)
         report.redriven.append(commit_id)
+        return True
 
 
 __all__ = [

@@ -130,7 +130,6 @@ def merge_lines(
     keys = Counter(k.group(1) for ln in new if (k := _KEY_RE.match(ln.text)))
     for ln in new:
         line, n = replace(ln, refs=list(ln.refs)), _features(ln.text)
-        key = (ln.text, ln.bullet)
         if not ln.bullet:
             if all(f.text != ln.text for f in lines):
                 lines.append(line)
@@ -143,7 +142,9 @@ def merge_lines(
             # by this line's successor, else by another: the memory already holds the fact)
             twin = valid[line.text][0] if line.text in valid else None
             twin = twin or next((f for f in lines if f.render() == line.render()), None)
-            twin = twin or next((f for f in lines if (f.text, f.bullet) == key), None)
+            twin = twin or next(
+                (f for f in lines if (f.text, f.bullet) == (ln.text, ln.bullet)), None
+            )
         if twin is not None:
             twin.add_refs(line.refs)
             folded += 1

@@ -28,8 +28,7 @@ def warm(service: Any) -> None:
 
     def load() -> None:
         try:
-            service.read_path  # noqa: B018 - builds the read path
-            service.runtime.embedder.encode(["warm up"])
+            service.read_path.finder.warm()  # builds the read path, loads the model
         except Exception as exc:  # noqa: BLE001 - the first request loads it instead
             log.warning("API warm-up failed: %s", exc)
 

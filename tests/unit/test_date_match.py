@@ -111,3 +111,25 @@ def test_search_scales_a_dated_query_by_the_best_score_it_can_reach() -> None:
     assert finder.best_score("What did Mel paint on October 13, 2023?") == pytest.approx(7 / 61)
     off = HybridFinder(None, _NoEmbedder(), None, config=FindConfig(date_weight=0))  # type: ignore[arg-type]
     assert off.best_score("What did Mel paint on October 13, 2023?") == off.max_score
+
+
+def test_warming_a_finder_loads_the_model_and_parsers_without_the_database() -> None:
+    from ctxpipe.retrieval.find.hybrid_finder import HybridFinder
+
+    class Counting:
+        dimension = 4
+        texts: list[str] = []
+
+        def encode(self, texts: list[str]) -> list[list[float]]:
+            self.texts.extend(texts)
+            return [[1.0, 0.0, 0.0, 0.0] for _ in texts]
+
+    embedder = Counting()
+
+    class NoDatabase:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"warm-up used the database ({name})")
+
+    finder = HybridFinder(NoDatabase(), embedder, None)  # type: ignore[arg-type]
+    finder.warm()
+    assert embedder.texts == ["warm up"]  # the model read one text: it is loaded

@@ -46,7 +46,7 @@ from ctxpipe.retrieval.find.recall_stats import RecallStatsStore
 from ctxpipe.retrieval.models import CandidateRow, FindFilters, FindHit, FindResult
 from ctxpipe.retrieval.tokens import TokenCounter
 from ctxpipe.retrieval.units.date_match import Period, line_bonus, query_periods
-from ctxpipe.retrieval.units.lexical import Unit
+from ctxpipe.retrieval.units.lexical import Unit, bm25_tokens, unit_texts
 from ctxpipe.retrieval.units.sentence_ranking import (
     Sentence,
     StoredUnitCache,
@@ -132,13 +132,14 @@ class HybridFinder:
         if query_vector is None:  # embed while the text arm runs in PostgreSQL
             pending = self._pool.submit(self._timed_embed, query, timings)
         arm = self.store.text_arm(query, filters, n_cand, plan=plan, timings=timings)
+        # the dates the query names: also while the query is embedded
+        periods = query_periods(query, filters.as_of or date.today()) if cfg.date_weight else []
         qvec = pending.result() if pending is not None else list(query_vector or ())
         cand = self.store.fuse(qvec, filters, arm, n_cand, timings=timings)
         t1 = time.perf_counter()
         rows = [r for r in cand.rows if (r.sim or 0.0) >= filters.min_score]
         bonus = self._graph_ranking(filters.account_id, rows)
         qv = np.asarray(qvec, dtype=np.float32)
-        periods = query_periods(query, filters.as_of or date.today()) if cfg.date_weight else []
         hits = self._hits(rows, qv, k, cand.idf, budget_tokens, bonus, filters.as_of, periods)
         timings["rank"] = (time.perf_counter() - t1) * 1000
         if hits and (cfg.record_recalls if record is None else record) and self.recall_stats:
@@ -226,6 +227,14 @@ class HybridFinder:
                 left = max(0, left - hit.tokens)
             hits.append(hit)
         return hits
+
+    def warm(self) -> None:
+        """Load what the first query of a process would otherwise pay for (a few hundred
+        ms): the model, the date parser's language data, the sentence splitter, the stemmer."""
+        self.embed("warm up")
+        query_periods("what happened last week of May 2023", date.today())
+        for text in unit_texts("Warming up the splitter. And the stemmer.", [], "memory"):
+            bm25_tokens(text)
 
     def _graph_ranking(self, account_id: str, rows: list[CandidateRow]) -> np.ndarray | None:
         """Graph distance over the candidates: the nodes of the best `graph_seeds`

@@ -3,20 +3,25 @@ node under ``ctx://{account}/sessions/{session_id}/archives/{n}``."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime
 
 from ctxpipe.commit.big_messages import reading_window
 from ctxpipe.commit.components import CommitComponents
-from ctxpipe.commit.payloads import CommitRequest
+from ctxpipe.commit.payloads import CommitRequest, SessionExtraction
 from ctxpipe.core.config import ArchiveConfig
 from ctxpipe.core.enums import ContextType
-from ctxpipe.core.errors import NodeNotFoundError
+from ctxpipe.core.errors import LLMError, NodeNotFoundError
+from ctxpipe.core.llm_schemas import ExtractionOutput, SessionDigest
 from ctxpipe.core.models import ArchiveSummary, ContextNode, SessionArchive, SessionStats
 from ctxpipe.core.session import message_vars
 from ctxpipe.core.uri import CtxURI
+from ctxpipe.extraction.extractors import EXTRACTORS
 from ctxpipe.fs.history import NodeChange
 from ctxpipe.providers.base import LLMUsage
+
+log = logging.getLogger(__name__)
 
 
 def archives_dir(req: CommitRequest) -> CtxURI:
@@ -71,7 +76,12 @@ class ArchiveBuilder:
                 continue
         return out
 
-    async def build_archive(self, req: CommitRequest, usage: LLMUsage) -> SessionArchive:
+    async def build_archive(
+        self, req: CommitRequest, usage: LLMUsage
+    ) -> tuple[SessionArchive, SessionExtraction | None]:
+        """The session's archive (its summary from the LLM, unless it is skipped or this
+        commit wrote it already) and, with `commit.extraction_calls = session`, the memories
+        of every extractor with something to ask, from the same one call."""
         recent = [m for m in req.messages if not m.injected][-self._config.max_recent_messages :]
         stats = SessionStats(
             total_turns=sum(1 for m in req.messages if m.role == "user"),
@@ -86,44 +96,78 @@ class ArchiveBuilder:
             stats=stats,
         )
         cfg = self._c.settings.commit
+        archive: SessionArchive | None = None  # None: it needs its summary
         if req.options.skip_archive:
-            return base.model_copy(update={"skipped_reason": "skip_archive option"})
-        if cfg.skip_archive_on_short_session and len(recent) < cfg.short_session_threshold:
-            return base.model_copy(
+            archive = base.model_copy(update={"skipped_reason": "skip_archive option"})
+        elif cfg.skip_archive_on_short_session and len(recent) < cfg.short_session_threshold:
+            archive = base.model_copy(
                 update={
                     "skipped_reason": f"short session: {len(recent)} messages "
                     f"< threshold {cfg.short_session_threshold}"
                 }
             )
-        dry = req.options.dry_run or cfg.dry_run
-        if not dry:
-            previous = self._existing_for_commit(req, base)
-            if previous is not None:
-                return previous
-        summary = await self._c.llm.complete_json(
-            "compression.archive_summary",
-            {
-                # a long message is read in part (its first CTXPIPE_LIMITS__MAX_MESSAGE_CHARS)
-                "messages": message_vars(
-                    reading_window(recent, self._c.settings.limits.max_message_chars)
-                ),
-                "tools": [t.model_dump() for t in req.used_tools],
-                "session_id": req.ctx.session_id,
-                "max_tokens": self._config.summary_max_tokens,
-            },
-            ArchiveSummary,
-            ctx=req.ctx,
-            usage=usage,
-        )
-        archive = base.model_copy(
-            update={
-                "summary": summary.summary,
-                "key_topics": summary.key_topics,
-                "key_decisions": summary.key_decisions,
-                "unresolved": summary.unresolved,
-            }
-        )
-        return archive
+        elif not (req.options.dry_run or cfg.dry_run):
+            archive = self._existing_for_commit(req, base)
+        extraction = None
+        if cfg.extraction_calls == "session":
+            digest, extraction = await self._session_call(req, usage)
+            if archive is None and digest is not None:
+                archive = _summarised(base, digest)
+        if archive is None:
+            summary = await self._c.llm.complete_json(
+                "compression.archive_summary",
+                {
+                    # a long message is read in part (its first CTXPIPE_LIMITS__MAX_MESSAGE_CHARS)
+                    "messages": message_vars(
+                        reading_window(recent, self._c.settings.limits.max_message_chars)
+                    ),
+                    "tools": [t.model_dump() for t in req.used_tools],
+                    "session_id": req.ctx.session_id,
+                    "max_tokens": self._config.summary_max_tokens,
+                },
+                ArchiveSummary,
+                ctx=req.ctx,
+                usage=usage,
+            )
+            archive = _summarised(base, summary)
+        return archive, extraction
+
+    async def _session_call(
+        self, req: CommitRequest, usage: LLMUsage
+    ) -> tuple[SessionDigest | None, SessionExtraction | None]:
+        """`extraction.session` for the extractors with something to ask (their gates and the
+        commit's categories filter decide, without the LLM), when there is one. An answer
+        the provider cannot give (not a transient error) leaves each extractor to its own
+        call and the summary to its own."""
+        window = reading_window(req.messages, self._c.settings.limits.max_message_chars)
+        own = [m for m in window if not m.injected]
+        tools = list(req.used_tools)
+        cats = req.options.categories_filter
+        asked = [n for n, e in EXTRACTORS.items() if e.no_call(own, tools, cats) is None]
+        if not asked:
+            return None, None
+        when = max((m.created_at for m in own if m.created_at), default=None)
+        variables = {
+            "messages": message_vars(own),
+            "tools": [t.model_dump() for t in tools],
+            "session_id": req.ctx.session_id,
+            "user_id": req.ctx.user_id,
+            "agent_id": req.ctx.agent_id,
+            "session_time": when.isoformat() if when else None,
+            "max_tokens": self._config.summary_max_tokens,
+            "extractors": asked,
+        }
+        try:
+            digest = await self._c.llm.complete_json(
+                "extraction.session", variables, SessionDigest, ctx=req.ctx, usage=usage
+            )
+        except LLMError as exc:
+            if exc.transient:
+                raise
+            log.warning("extraction.session failed, one call per extractor instead: %s", exc)
+            return None, None
+        out = ExtractionOutput(memories=digest.memories)
+        return digest, SessionExtraction(asked=asked, output=out)
 
     def persist(
         self,
@@ -196,3 +240,14 @@ def spoken_on(when: datetime | None) -> str:
     """` on 8 May 2023` — a turn's date as read back with it (a hit of an archive line says
     when it was said), or nothing for a message without a time."""
     return f" on {when.day} {when:%B %Y}" if when is not None else ""
+
+
+def _summarised(base: SessionArchive, summary: ArchiveSummary) -> SessionArchive:
+    return base.model_copy(
+        update={
+            "summary": summary.summary,
+            "key_topics": summary.key_topics,
+            "key_decisions": summary.key_decisions,
+            "unresolved": summary.unresolved,
+        }
+    )

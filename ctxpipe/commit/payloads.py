@@ -7,6 +7,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from ctxpipe.core.llm_schemas import ExtractionOutput
 from ctxpipe.core.models import (
     CandidateMemory,
     CommitOptions,
@@ -59,10 +60,20 @@ class CommitRequest(BaseModel):
         )
 
 
+class SessionExtraction(BaseModel):
+    """The memories the session's one extraction call (`extraction.session`, made with the
+    archive's summary) proposed, for the extractors it was asked for (`asked`, by name: the
+    others were gated or filtered out, or the call was not made: each of them decides alone)."""
+
+    asked: list[str] = Field(default_factory=list)
+    output: ExtractionOutput = ExtractionOutput()
+
+
 class ArchiveOutcome(BaseModel):
     archive: SessionArchive
     usage: LLMUsage = LLMUsage()
     duration_ms: int = 0
+    extraction: SessionExtraction | None = None  # None: each extractor makes its own call
 
 
 class PlanItem(BaseModel):

@@ -104,7 +104,7 @@ async def run_extract(
     commit_id: str,
     name: str,
     req: CommitRequest,
-    archived: SessionArchive,
+    archived: ArchiveOutcome,
 ) -> ExtractionResult:
     work = extract_phase(c, name, req, archived)
     result = await run_phase(ledger, commit_id, "extract", work, **{EXTRACTOR: name})
@@ -129,7 +129,7 @@ async def extract_missing(
     missing = [n for n in EXTRACTOR_NAMES if n not in outs.extracted]
     done = list(pending or [])
     if missing:
-        archived = need(outs.archive, ARCHIVE, phase).archive
+        archived = need(outs.archive, ARCHIVE, phase)
         results = await asyncio.gather(
             *(
                 run_phase(

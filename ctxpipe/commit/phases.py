@@ -88,26 +88,31 @@ async def archive_phase(c: CommitComponents, req: CommitRequest) -> ArchiveOutco
     usage = LLMUsage()
     check_session_owner(c, req)
     try:
-        archive = await ArchiveBuilder(c).build_archive(req, usage)
+        archive, extraction = await ArchiveBuilder(c).build_archive(req, usage)
     except Exception as exc:
         raise CommitError(str(exc), phase="archive") from exc
-    return ArchiveOutcome(archive=archive, usage=usage, duration_ms=_ms(started))
+    return ArchiveOutcome(
+        archive=archive, usage=usage, duration_ms=_ms(started), extraction=extraction
+    )
 
 
 # ------------------------------------------------------------------ phase 2: extract
 async def extract_phase(
-    c: CommitComponents, name: str, req: CommitRequest, archive: SessionArchive
+    c: CommitComponents, name: str, req: CommitRequest, archived: ArchiveOutcome
 ) -> ExtractionResult:
-    """One extractor. An LLM failure is reported in the result, not raised."""
+    """One extractor: from the memories the archive step's session call proposed for it, or
+    from its own LLM call. An LLM failure is reported in the result, not raised."""
     usage = LLMUsage()
+    shared = archived.extraction
     result = await EXTRACTORS[name].extract(
         reading_window(req.messages, c.settings.limits.max_message_chars),
-        archive,
+        archived.archive,
         req.ctx,
         c.llm,
         tools=req.used_tools,
         categories_filter=req.options.categories_filter,
         usage=usage,
+        proposed=shared.output if shared is not None and name in shared.asked else None,
     )
     result.report.reason = result.report.reason[:500]
     result.usage = usage

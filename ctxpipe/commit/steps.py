@@ -85,7 +85,7 @@ async def extract(
         return outs.extracted[name]
     # missing only when a crash of PostgreSQL lost it (not flushed yet): run it again
     archived = outs.archive or await run_archive(c, ledger, commit_id, req)
-    return await run_extract(c, ledger, commit_id, name, req, archived.archive)
+    return await run_extract(c, ledger, commit_id, name, req, archived)
 
 
 @transient_as_retry("plan")

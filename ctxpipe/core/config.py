@@ -65,6 +65,11 @@ class CommitConfig(BaseModel):
     extractors as a chord whose body is the plan, then write, then register), each on its queue
     and in Flower; `fused` = the whole commit as one task, `ctxpipe.commit.run` (the extractors
     concurrently inside it): a few ms less per commit, one task to watch (see docs/celery.md)"""
+    extraction_calls: Literal["session", "extractor"] = "session"
+    """LLM calls a commit's extraction makes: `session` = one (`extraction.session`: the archive
+    summary and the memories of every extractor its gate lets through, made by the archive
+    step; each extractor's task then keeps its own categories of it); `extractor` = the
+    archive summary, then one call per extractor in its own task (see docs/memory.md)"""
     skip_archive_on_short_session: bool = True
     """skip the archive for very short sessions"""
     short_session_threshold: int = Field(3, ge=0)

@@ -35,6 +35,13 @@ class ExtractionOutput(BaseModel):
     memories: list[ExtractedMemory] = Field(default_factory=list)
 
 
+class SessionDigest(ArchiveSummary):
+    """Structured output of `extraction.session`: the session's summary and the memories of
+    every extractor it was asked for, in one call (`CTXPIPE_COMMIT__EXTRACTION_CALLS=session`)."""
+
+    memories: list[ExtractedMemory] = Field(default_factory=list)
+
+
 class MergeOutput(BaseModel):
     abstract: str = Field(min_length=1)
     overview: str = ""
@@ -66,6 +73,7 @@ PROMPT_SCHEMAS: dict[str, type[BaseModel]] = {
     "extraction.preferences": ExtractionOutput,
     "extraction.entity_event": ExtractionOutput,
     "extraction.procedure": ExtractionOutput,
+    "extraction.session": SessionDigest,
     "policy.merge_bundle": MergeOutput,
     "policy.dedup_decision": DedupDecisionOutput,
     "retrieval.intent_analysis": IntentOutput,

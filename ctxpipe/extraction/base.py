@@ -54,7 +54,11 @@ class CandidateExtractor:
         tools: list[ToolUse] | None = None,
         categories_filter: list[MemoryCategory] | None = None,
         usage: LLMUsage | None = None,
+        proposed: ExtractionOutput | None = None,
     ) -> ExtractionResult:
+        """The candidates of this extractor's categories in `messages`: from its own LLM call,
+        or, with `proposed`, from the memories the session's one extraction call proposed
+        (`extraction.session`, asked for this extractor's categories: no call here)."""
         started = time.perf_counter()
         started_at = time.time()
         wanted = self.wanted(categories_filter)
@@ -70,37 +74,30 @@ class CandidateExtractor:
                 finished_at=time.time(),
             )
 
-        if not wanted:
-            return ExtractionResult(
-                report=report(ExtractorStatus.SKIPPED, 0, "excluded by categories_filter")
-            )
         own = [m for m in messages if not m.injected]
-        if not own:
-            return ExtractionResult(
-                report=report(
-                    ExtractorStatus.EMPTY,
-                    0,
-                    "no messages left after removing context injected from memory",
-                )
-            )
-        if self.gated and (why := self.skip_reason(own, tools or [])):
-            return ExtractionResult(report=report(ExtractorStatus.SKIPPED, 0, f"gated: {why}"))
+        if (why_not := self.no_call(own, tools or [], categories_filter)) is not None:
+            return ExtractionResult(report=report(*why_not))
         session_time = max((m.created_at for m in own if m.created_at), default=None)
-        variables = {
-            "messages": message_vars(own),
-            "summary": archive.summary,
-            "key_topics": archive.key_topics,
-            "tools": [t.model_dump() for t in (tools or [])],
-            "user_id": ctx.user_id,
-            "agent_id": ctx.agent_id,
-            "session_time": session_time.isoformat() if session_time else None,
-        }
-        try:
-            out = await llm.complete_json(self.prompt_id, variables, ExtractionOutput, ctx, usage)
-        except LLMError as exc:
-            if exc.transient:  # a timeout or overload: let the caller retry the extractor
-                raise
-            return ExtractionResult(report=report(ExtractorStatus.FAILED, 0, str(exc)))
+        if proposed is not None:
+            out = ExtractionOutput(memories=[m for m in proposed.memories if m.category in wanted])
+        else:
+            variables = {
+                "messages": message_vars(own),
+                "summary": archive.summary,
+                "key_topics": archive.key_topics,
+                "tools": [t.model_dump() for t in (tools or [])],
+                "user_id": ctx.user_id,
+                "agent_id": ctx.agent_id,
+                "session_time": session_time.isoformat() if session_time else None,
+            }
+            try:
+                out = await llm.complete_json(
+                    self.prompt_id, variables, ExtractionOutput, ctx, usage
+                )
+            except LLMError as exc:
+                if exc.transient:  # a timeout or overload: let the caller retry the extractor
+                    raise
+                return ExtractionResult(report=report(ExtractorStatus.FAILED, 0, str(exc)))
         ids = {m.id for m in own}
         candidates: list[CandidateMemory] = []
         dropped: dict[str, int] = defaultdict(int)
@@ -123,6 +120,26 @@ class CandidateExtractor:
         else:
             reason = self.empty_reason(own)
         return ExtractionResult(report=report(ExtractorStatus.EMPTY, 0, reason))
+
+    def no_call(
+        self,
+        own: list[Message],
+        tools: list[ToolUse],
+        categories_filter: list[MemoryCategory] | None = None,
+    ) -> tuple[ExtractorStatus, int, str] | None:
+        """Why this extractor has nothing to ask the LLM about `own` (the session's messages,
+        injected ones removed) — its report's status, count and reason — or None."""
+        if not self.wanted(categories_filter):
+            return ExtractorStatus.SKIPPED, 0, "excluded by categories_filter"
+        if not own:
+            return (
+                ExtractorStatus.EMPTY,
+                0,
+                "no messages left after removing context injected from memory",
+            )
+        if self.gated and (why := self.skip_reason(own, tools)):
+            return ExtractorStatus.SKIPPED, 0, f"gated: {why}"
+        return None
 
     def skip_reason(self, messages: list[Message], tools: list[ToolUse]) -> str | None:
         """Why `messages` (injected ones already removed) cannot yield anything for this

@@ -77,7 +77,9 @@ def test_commit_through_celery_matches_in_process(stack_settings, tmp_path):
 
 
 def test_four_extractors_overlap_in_time(stack_settings, tmp_path):
-    s = stack_settings.model_copy(update={"llm_simulated_latency_s": 1.0})
+    """With a call per extractor (each in its own task), the four calls run in parallel."""
+    per_extractor = stack_settings.commit.model_copy(update={"extraction_calls": "extractor"})
+    s = stack_settings.model_copy(update={"llm_simulated_latency_s": 1.0, "commit": per_extractor})
     f = write_session(tmp_path / "s.json", session(commit_id="cel-par"))
     with workers(s, tmp_path, [("commit,maintenance", 2), ("extract", 4)]):
         result = commit_wait(s, f, "--timeout", "60")

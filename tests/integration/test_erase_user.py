@@ -162,7 +162,8 @@ def test_erasure_leaves_nothing_of_the_user_and_keeps_the_others(rt: Runtime) ->
 
 
 class GatedLLM:
-    """The rules LLM, but the profile extraction waits until the test opens the gate."""
+    """The rules LLM, but the extraction (the session's one call, or the profile extractor's
+    own) waits until the test opens the gate."""
 
     name = "gated"
 
@@ -172,7 +173,7 @@ class GatedLLM:
         self.gate = threading.Event()
 
     async def complete_json(self, prompt_id, variables, schema, ctx=None, usage=None):  # type: ignore[no-untyped-def]
-        if prompt_id == "extraction.profile":
+        if prompt_id in ("extraction.session", "extraction.profile"):
             self.reached.set()
             self.gate.wait(60)
         return await self.inner.complete_json(prompt_id, variables, schema, ctx, usage)

@@ -11,12 +11,13 @@ import pytest
 from pydantic import BaseModel
 
 from ctxpipe.core.errors import LLMError
-from ctxpipe.core.llm_schemas import PROMPT_SCHEMAS, ExtractionOutput, MergeOutput
+from ctxpipe.core.llm_schemas import PROMPT_SCHEMAS, ExtractionOutput, MergeOutput, SessionDigest
 from ctxpipe.core.models import ArchiveSummary
 from ctxpipe.core.session import SessionInput, message_vars
 from ctxpipe.providers.base import LLM, LLMUsage
 from ctxpipe.providers.rules import HANDLERS, RulesLLM
 
+PROCEDURE = {"cases", "patterns", "skills"}  # the procedure extractor's categories
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -116,7 +117,8 @@ def test_examples_are_valid_sessions_with_memories() -> None:
         users.add(s.user_id)
         v = extraction_vars(s)
         found = []
-        for prompt in [p for p in PROMPT_SCHEMAS if p.startswith("extraction.")]:
+        extractors = [p for p in PROMPT_SCHEMAS if p.startswith("extraction.")]
+        for prompt in [p for p in extractors if p != "extraction.session"]:
             out = llm.complete_json_sync(prompt, v, ExtractionOutput)
             ids = {m.id for m in s.messages}
             for mem in out.memories:
@@ -129,6 +131,14 @@ def test_examples_are_valid_sessions_with_memories() -> None:
             ArchiveSummary,
         )
         assert summary.summary and summary.key_topics
+        # the session's one call: the same summary and every extractor's memories
+        digest = llm.complete_json_sync(
+            "extraction.session",
+            {**v, "max_tokens": 200, "extractors": ["profile", "preferences", "entity_event"]},
+            SessionDigest,
+        )
+        assert digest.summary == summary.summary and digest.key_topics == summary.key_topics
+        assert digest.memories == [m for m in found if m.category not in PROCEDURE]
     assert len(users) >= 2
 
 

@@ -24,12 +24,28 @@ from ctxpipe.providers.rules.summarize import archive_summary
 T = TypeVar("T", bound=BaseModel)
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
+EXTRACTION: dict[str, Handler] = {
+    "profile": extract.extract_profile,
+    "preferences": extract.extract_preferences,
+    "entity_event": extract.extract_entity_event,
+    "procedure": extract.extract_procedure,
+}
+
+
+def session_digest(variables: dict[str, Any]) -> dict[str, Any]:
+    """`extraction.session`: the summary, then each extractor asked for, on the same input."""
+    out = archive_summary(variables)
+    given = {**variables, "summary": out["summary"], "key_topics": out["key_topics"]}
+    out["memories"] = [
+        m for name in variables["extractors"] for m in EXTRACTION[name](given)["memories"]
+    ]
+    return out
+
+
 HANDLERS: dict[str, Handler] = {
     "compression.archive_summary": archive_summary,
-    "extraction.profile": extract.extract_profile,
-    "extraction.preferences": extract.extract_preferences,
-    "extraction.entity_event": extract.extract_entity_event,
-    "extraction.procedure": extract.extract_procedure,
+    "extraction.session": session_digest,
+    **{f"extraction.{name}": handler for name, handler in EXTRACTION.items()},
     "policy.merge_bundle": merge_bundle,
     "policy.dedup_decision": dedup_decision,
     "retrieval.intent_analysis": intent_analysis,

@@ -33,12 +33,16 @@ def ledger(request: pytest.FixtureRequest) -> Iterator[Ledger]:
 
 @pytest.fixture
 def make_components(make_settings: Callable[..., Settings]) -> MakeComponents:
-    """Commit components on their own FS, without a database: `make(llm=None)`."""
+    """Commit components on their own FS, without a database: `make(llm=None,
+    extraction_calls=None)` (the settings' default: one extraction call per session)."""
     count = iter(range(100))
 
-    def make(llm: Any = None) -> CommitComponents:
+    def make(llm: Any = None, extraction_calls: str | None = None) -> CommitComponents:
         settings = make_settings(db=False, redis=False)
         settings = settings.model_copy(update={"fs_root": settings.fs_root / str(next(count))})
+        if extraction_calls is not None:
+            config = settings.commit.model_copy(update={"extraction_calls": extraction_calls})
+            settings = settings.model_copy(update={"commit": config})
         comp = Runtime(settings, llm=llm or RulesLLM(), use_database=False).components()
         comp.outbox = MemoryOutbox()  # type: ignore[assignment]
         return comp

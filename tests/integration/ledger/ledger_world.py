@@ -34,17 +34,22 @@ MESSAGES = [
 
 
 class ScriptedLLM:
-    """The rules LLM, except that the prompt `fail_on` raises `error`."""
+    """The rules LLM, except that the prompts `fail_on` raise `error` (by default the archive
+    step's: the session's one extraction call and the summary alone)."""
 
     name = "scripted"
 
-    def __init__(self, error: Exception, fail_on: str = "compression.archive_summary") -> None:
+    def __init__(
+        self,
+        error: Exception,
+        fail_on: frozenset[str] = frozenset({"extraction.session", "compression.archive_summary"}),
+    ) -> None:
         self.error = error
         self.fail_on = fail_on
         self.inner = RulesLLM()
 
     async def complete_json(self, prompt_id, variables, schema, ctx=None, usage=None):  # type: ignore[no-untyped-def]
-        if prompt_id == self.fail_on:
+        if prompt_id in self.fail_on:
             raise self.error
         return await self.inner.complete_json(prompt_id, variables, schema, ctx, usage)
 

@@ -22,6 +22,7 @@ NEWER_FIELDS = {
     "retried": 0,
     "failed": 0,
     "original_chars": None,  # Message: a long message kept as an excerpt
+    "extraction": None,  # ArchiveOutcome: the session's one extraction call
 }
 
 

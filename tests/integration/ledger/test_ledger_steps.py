@@ -75,8 +75,10 @@ def test_a_transient_failure_is_retryable_and_leaves_the_phase(
 def test_a_transient_extractor_failure_is_retried_not_recorded(
     ledger: Ledger, make_components: MakeComponents
 ) -> None:
-    flaky = ScriptedLLM(LLMError("read timeout", transient=True), fail_on="extraction.profile")
-    c = make_components(llm=flaky)
+    flaky = ScriptedLLM(
+        LLMError("read timeout", transient=True), fail_on=frozenset({"extraction.profile"})
+    )
+    c = make_components(llm=flaky, extraction_calls="extractor")  # the extractor's own call
     req = make_req("steps-flaky")
     steps.submit(ledger, req)
     steps.archive_step(c, ledger, req.commit_id)

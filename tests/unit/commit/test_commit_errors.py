@@ -10,7 +10,11 @@ from ctxpipe.commit.context_writer import ContextWriter
 from ctxpipe.core.enums import CommitStatus, ExtractorStatus
 from ctxpipe.core.errors import CommitError
 
+# the session's one extraction call (the default) failing falls back to the archive summary's
+# and each extractor's own calls: these tests fail it too, then the ones they name
+SESSION = "extraction.session"
 EXTRACTION_PROMPTS = {
+    SESSION,
     "extraction.profile",
     "extraction.preferences",
     "extraction.entity_event",
@@ -19,7 +23,7 @@ EXTRACTION_PROMPTS = {
 
 
 def test_archive_failure_raises_and_writes_nothing(make_components, unit_settings):
-    comp = make_components(llm=FailingLLM({"compression.archive_summary"}))
+    comp = make_components(llm=FailingLLM({SESSION, "compression.archive_summary"}))
     with pytest.raises(CommitError) as info:
         commit(comp, request(SESSION_1))
     assert info.value.phase == "archive"
@@ -36,7 +40,7 @@ def test_every_extractor_failing_raises_extract(make_components, unit_settings):
 
 
 def test_one_extractor_failing_is_partial_and_named(make_components):
-    comp = make_components(llm=FailingLLM({"extraction.preferences"}))
+    comp = make_components(llm=FailingLLM({SESSION, "extraction.preferences"}))
     result = commit(comp, request(SESSION_1))
     assert result.status is CommitStatus.PARTIAL
     by_name = {r.extractor: r for r in result.extractors}

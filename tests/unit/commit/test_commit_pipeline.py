@@ -167,9 +167,7 @@ def test_every_phase_rerun_with_the_same_input_changes_nothing(make_components, 
 
     async def run():  # type: ignore[no-untyped-def]
         archived = await phases.archive_phase(comp, req)
-        results = [
-            await phases.extract_phase(comp, n, req, archived.archive) for n in EXTRACTOR_NAMES
-        ]
+        results = [await phases.extract_phase(comp, n, req, archived) for n in EXTRACTOR_NAMES]
         plan = await phases.plan_phase(comp, req, archived.archive, results)
         written = await phases.write_phase(comp, req, archived.archive, plan)
         first = register.register_phase(comp, req, archived.archive, plan, written)

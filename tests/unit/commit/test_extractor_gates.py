@@ -6,7 +6,9 @@ from typing import Any
 
 from conftest import SESSION_1, SESSION_2, FailingLLM, commit, request
 
+from ctxpipe.commit import phases
 from ctxpipe.core.enums import CommitStatus, ExtractorStatus
+from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
 from ctxpipe.providers.base import run_sync
 from ctxpipe.providers.rules import RulesLLM
 
@@ -70,11 +72,45 @@ def test_a_gated_extractor_never_reaches_the_provider(make_components):
     assert {r.status for r in result.extractors} == {ExtractorStatus.SKIPPED}
 
 
-def test_a_session_with_something_to_extract_calls_every_extractor(make_components):
+def test_a_session_with_something_to_extract_asks_every_extractor_in_one_call(make_components):
     llm = CountingLLM()
     result = commit(make_components(llm=llm), request(SESSION_1))
-    assert EXTRACTION_PROMPTS <= set(llm.calls)
+    assert llm.calls.count("extraction.session") == 1  # the summary and all four extractors
+    assert not set(llm.calls) & (EXTRACTION_PROMPTS | {"compression.archive_summary"})
     assert ExtractorStatus.SKIPPED not in {r.status for r in result.extractors}
+    assert result.stats.llm_calls == len(llm.calls)
+
+
+def test_one_call_per_extractor_on_request_extracts_the_same_candidates(
+    make_components, unit_settings
+):
+    """`CTXPIPE_COMMIT__EXTRACTION_CALLS=extractor`: the summary and each extractor in calls of
+    their own, and on the rules provider the same archive and candidates as the one call."""
+
+    def extract(llm: Any, calls: str) -> tuple[Any, list[Any]]:
+        config = unit_settings.commit.model_copy(update={"extraction_calls": calls})
+        comp = make_components(
+            llm=llm, settings=unit_settings.model_copy(update={"commit": config})
+        )
+        req = request(SESSION_1)
+
+        async def run() -> tuple[Any, list[Any]]:
+            archived = await phases.archive_phase(comp, req)
+            return archived, [
+                await phases.extract_phase(comp, n, req, archived) for n in EXTRACTOR_NAMES
+            ]
+
+        return run_sync(run())
+
+    one, separate = CountingLLM(), CountingLLM()
+    archived, per_session = extract(one, "session")
+    archived_apart, per_extractor = extract(separate, "extractor")
+    assert one.calls == ["extraction.session"]
+    assert sorted(separate.calls) == sorted(EXTRACTION_PROMPTS | {"compression.archive_summary"})
+    assert archived.extraction is not None and archived_apart.extraction is None
+    assert archived_apart.archive.summary == archived.archive.summary
+    assert [r.candidates for r in per_extractor] == [r.candidates for r in per_session]
+    assert any(r.candidates for r in per_session)
 
 
 def test_a_session_committed_again_merges_nothing_and_calls_no_merge(make_components):

@@ -32,15 +32,16 @@ def answer(schema_name: str, prompt: str) -> str:
                 "reason": "new employer",
             }
         )
+    summary = {
+        "summary": "Alice talked about her job and an Airflow error.",
+        "key_topics": ["airflow"],
+        "key_decisions": [],
+        "unresolved": [],
+    }
     if "archive" in schema_name:
-        return json.dumps(
-            {
-                "summary": "Alice talked about her job and an Airflow error.",
-                "key_topics": ["airflow"],
-                "key_decisions": [],
-                "unresolved": [],
-            }
-        )
+        return json.dumps(summary)
+    if "session" in schema_name:  # the summary and every extractor's memories in one answer
+        return json.dumps({**summary, **json.loads(answer("extraction_profile", prompt))})
     if "profile" in schema_name and "[n1]" in prompt:
         return json.dumps(
             {
@@ -130,8 +131,31 @@ def openai_llm(settings, url: str) -> OpenAICompatibleLLM:  # type: ignore[no-un
     return OpenAICompatibleLLM(s, retry_wait_s=0.01, retry_wait_max_s=0.02)
 
 
+def one_call_per_extractor(settings):  # type: ignore[no-untyped-def]
+    commit_config = settings.commit.model_copy(update={"extraction_calls": "extractor"})
+    return settings.model_copy(update={"commit": commit_config})
+
+
 def test_commit_on_openai_provider_records_token_usage(make_components, unit_settings, chat_server):
     comp = make_components(llm=openai_llm(unit_settings, chat_server["url"]))
+    result = commit(comp, request(SESSION_1))
+    assert result.status is CommitStatus.SUCCESS, result.reason
+    profile = comp.fs.read_node("ctx://acme/users/alice/memories/profile")
+    assert "data engineer" in profile.content and "s1:m1" in profile.source_refs
+    # one call: the archive's summary and the four extractors' memories
+    assert result.stats.llm_calls == chat_server["calls"] == 1
+    assert result.stats.llm_prompt_tokens == 120
+    assert result.stats.llm_completion_tokens == 30
+    assert set(result.stats.llm_by_phase) == {"archive"}
+
+
+def test_one_call_per_extractor_records_the_cost_of_each(
+    make_components, unit_settings, chat_server
+):
+    comp = make_components(
+        llm=openai_llm(unit_settings, chat_server["url"]),
+        settings=one_call_per_extractor(unit_settings),
+    )
     result = commit(comp, request(SESSION_1))
     assert result.status is CommitStatus.SUCCESS, result.reason
     profile = comp.fs.read_node("ctx://acme/users/alice/memories/profile")
@@ -159,7 +183,9 @@ def test_model_that_only_answers_garbage_fails_cleanly(make_components, unit_set
         commit(comp, request(SESSION_1))
     assert info.value.phase == "archive"
     assert "archive" in str(info.value)
-    assert chat_server["calls"] == 3  # one attempt + two retries, then a clear error
+    # one attempt + two retries of the session's call, the same of the summary's own, then a
+    # clear error
+    assert chat_server["calls"] == 6
     assert snapshot(unit_settings.fs_root) == {}
 
 
@@ -176,9 +202,9 @@ def test_prose_wrapped_json_is_repaired_not_retried(make_components, unit_settin
     assert result.status is CommitStatus.SUCCESS, result.reason
     profile = comp.fs.read_node("ctx://acme/users/alice/memories/profile")
     assert "data engineer" in profile.content
-    assert chat_server["calls"] == 5  # one request per call: nothing retried
+    assert chat_server["calls"] == 1  # one request per call: nothing retried
     by_phase = result.stats.llm_by_phase
-    assert len(by_phase) == 5
+    assert set(by_phase) == {"archive"}
     counts = {(u.calls, u.repaired, u.retried, u.failed) for u in by_phase.values()}
     assert counts == {(1, 1, 0, 0)}
 
@@ -199,9 +225,28 @@ def test_unrepairable_output_counts_retried_and_failed(make_components, unit_set
         return "- prefers Python\n- uses type hints" if "preferences" in name else content
 
     chat_server["wrap"] = markdown_for_preferences
-    comp = make_components(llm=openai_llm(unit_settings, chat_server["url"]))
+    comp = make_components(
+        llm=openai_llm(unit_settings, chat_server["url"]),
+        settings=one_call_per_extractor(unit_settings),
+    )
     result = commit(comp, request(SESSION_1))
     assert result.status is CommitStatus.PARTIAL, result.reason
     prefs = result.stats.llm_by_phase["extract_preferences"]
     assert (prefs.calls, prefs.repaired, prefs.retried, prefs.failed) == (1, 0, 2, 1)
     assert result.stats.llm_by_phase["extract_profile"].failed == 0
+
+
+def test_a_session_call_it_cannot_answer_falls_back_to_one_call_per_extractor(
+    make_components, unit_settings, chat_server
+):
+    """A model that cannot produce the session's combined answer (here: never valid JSON for
+    it) still gets the session committed: the summary and each extractor are asked alone."""
+    chat_server["wrap"] = lambda name, content: "{not json" if "session" in name else content
+    comp = make_components(llm=openai_llm(unit_settings, chat_server["url"]))
+    result = commit(comp, request(SESSION_1))
+    assert result.status is CommitStatus.SUCCESS, result.reason
+    assert "data engineer" in comp.fs.read_node("ctx://acme/users/alice/memories/profile").content
+    assert chat_server["calls"] == 3 + 5  # the session call and its two retries, then 1 + 4
+    archive = result.stats.llm_by_phase["archive"]
+    assert (archive.calls, archive.retried, archive.failed) == (2, 2, 1)
+    assert result.stats.llm_by_phase["extract_profile"].calls == 1

@@ -25,7 +25,8 @@ MakeComponents = Callable[..., CommitComponents]
 
 
 class ArchiveFails:
-    """The rules LLM, except that the archive summary raises `error`."""
+    """The rules LLM, except that the archive step's calls (the session's one extraction call,
+    the summary alone) raise `error`."""
 
     name = "archive-fails"
 
@@ -34,7 +35,7 @@ class ArchiveFails:
         self.inner = RulesLLM()
 
     async def complete_json(self, prompt_id, variables, schema, ctx=None, usage=None):  # type: ignore[no-untyped-def]
-        if prompt_id == "compression.archive_summary":
+        if prompt_id in ("extraction.session", "compression.archive_summary"):
             raise self.error
         return await self.inner.complete_json(prompt_id, variables, schema, ctx, usage)
 

@@ -1,4 +1,5 @@
-"""CandidateExtractor: one LLM call per extractor, turned into validated candidates."""
+"""CandidateExtractor: its categories' memories — from its own LLM call, or from the session's
+one extraction call (`extraction.session`) — turned into validated candidates."""
 
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ class CandidateExtractor:
 
         own = [m for m in messages if not m.injected]
         if (why_not := self.no_call(own, tools or [], categories_filter)) is not None:
-            return ExtractionResult(report=report(*why_not))
+            return ExtractionResult(report=report(why_not[0], 0, why_not[1]))
         session_time = max((m.created_at for m in own if m.created_at), default=None)
         if proposed is not None:
             out = ExtractionOutput(memories=[m for m in proposed.memories if m.category in wanted])
@@ -126,19 +127,18 @@ class CandidateExtractor:
         own: list[Message],
         tools: list[ToolUse],
         categories_filter: list[MemoryCategory] | None = None,
-    ) -> tuple[ExtractorStatus, int, str] | None:
+    ) -> tuple[ExtractorStatus, str] | None:
         """Why this extractor has nothing to ask the LLM about `own` (the session's messages,
-        injected ones removed) — its report's status, count and reason — or None."""
+        injected ones removed) — its report's status and reason — or None."""
         if not self.wanted(categories_filter):
-            return ExtractorStatus.SKIPPED, 0, "excluded by categories_filter"
+            return ExtractorStatus.SKIPPED, "excluded by categories_filter"
         if not own:
             return (
                 ExtractorStatus.EMPTY,
-                0,
                 "no messages left after removing context injected from memory",
             )
         if self.gated and (why := self.skip_reason(own, tools)):
-            return ExtractorStatus.SKIPPED, 0, f"gated: {why}"
+            return ExtractorStatus.SKIPPED, f"gated: {why}"
         return None
 
     def skip_reason(self, messages: list[Message], tools: list[ToolUse]) -> str | None:

@@ -3,8 +3,10 @@
     .venv/bin/python bench/llm_rate_limit.py [--sessions 40] [--rpm 150] [--retry-after 1]
 
 Two runs of the same N sessions on a throwaway local stack (PostgreSQL, Redis, a commit
-worker and four extract worker processes, `llm_provider=openai`), each commit's archive and
-four extractors calling an OpenAI-compatible server served by this process:
+worker and four extract worker processes, `llm_provider=openai`), each commit's LLM calls (by
+default one, the archive step's `extraction.session`; with
+`CTXPIPE_COMMIT__EXTRACTION_CALLS=extractor` the summary's and four extractors') going to an
+OpenAI-compatible server served by this process:
 
 - baseline: a well-behaved server (every answer valid), no limits;
 - throttled: a flaky server (HTTP 429 + `Retry-After` to 30% of the requests, malformed JSON

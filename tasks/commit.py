@@ -85,16 +85,23 @@ def _run_step(self: CommitTask, commit_id: str) -> dict[str, Any]:
     return _json(result)
 
 
+# Steps whose result nobody reads, not stored on the result backend (a GET and a SET saved per
+# task): the links of the chain are immutable signatures and producers follow the ledger. The
+# extractors' results count the chord's completion; the last step's is the workflow's result
+# (`workflow(...).apply_async().get()`).
+UNREAD_RESULTS = frozenset({"archive", "plan", "write"})
+
+
 def _step_task(name: str) -> Task:
     def run(self: CommitTask, commit_id: str) -> dict[str, Any]:
         return _run_step(self, commit_id)
 
     run.__name__ = run.__qualname__ = name
     run.__doc__ = f"The `{name}` step of a commit (`ctxpipe.commit.canvas`)."
-    return _task(step_task(name))(run)
+    return _task(step_task(name), ignore_result=name in UNREAD_RESULTS)(run)
 
 
-@_task(PLAN)
+@_task(PLAN, ignore_result="plan" in UNREAD_RESULTS)
 def plan(self: CommitTask, _header_results: list[Any], commit_id: str) -> dict[str, Any]:
     """Chord body. The extractor outputs are read from the ledger (write-once), so the plan
     never depends on which delivery of a header task reported first."""

@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from ctxpipe.commit.recovery import WorkerRegistry
-from ctxpipe.core.config import Settings
+from ctxpipe.core.config import CommitConfig, Settings
 from ctxpipe.devstack import DevStack
 from ctxpipe.devstack.env import child_env
 from ctxpipe.devstack.procs import ProcRecord, family
@@ -72,6 +72,9 @@ def stack() -> Iterator[DevStack]:
         flower_port=free_port(),
         api_port=free_port(),  # never the default 8080: another stack may hold it
         llm_simulated_latency_s=2.0,
+        # each extractor makes its own 2 s call in its task: a node can be killed, or the
+        # broker wiped, while the extractors run (one call a session would be over by then)
+        commit=CommitConfig(extraction_calls="extractor"),
         worker_heartbeat_ttl_s=4.0,
         reap_interval_s=1.0,
     )

@@ -178,3 +178,23 @@ def test_the_fused_canvas_is_one_task(
     # `run` counts the deliveries of the steps it runs: no extractor got a task
     assert _tasks_run(row) == {"prepare", "write", "register"}
     rt.close()
+
+
+def test_only_the_results_someone_reads_are_stored(
+    celery_app: Any, celery_worker: Any, canvas_settings: Settings
+) -> None:
+    """The extractors' results (they count the chord's completion) and the last step's (the
+    workflow's result) are stored on the result backend; archive, plan and write, whose
+    results nobody reads, store none."""
+    from tasks.commit import workflow
+
+    rt = Runtime(canvas_settings)
+    ledger = CommitLedger(rt.db)
+    steps.submit(ledger, request("cv-4", "canvas-4"))
+    client = celery_app.backend.client
+    before = set(client.keys("celery-task-meta-*"))
+    out = workflow("cv-4").apply_async().get(timeout=60)
+    assert CommitResult.model_validate(out).status.value == "success"
+    stored = [client.get(k) for k in set(client.keys("celery-task-meta-*")) - before]
+    assert len(stored) == len(canvas.EXTRACT) + 1  # the four extractors and register
+    rt.close()

@@ -55,7 +55,7 @@ def bm25_idf(df: int, n: int) -> float:
     return math.log(1.0 + (max(n, df) - df + 0.5) / (df + 0.5))
 
 
-@dataclass
+@dataclass(slots=True)
 class Unit:
     """One line (or sentence) of a chunk, as returned to the caller.
 

@@ -36,7 +36,7 @@ _K1 = 1.2
 _B = 0.75
 
 
-@dataclass
+@dataclass(slots=True)
 class Sentence:
     row: int  # index of the candidate chunk
     line: int  # index of the line across all candidates
@@ -47,7 +47,7 @@ class Sentence:
     similarity: float = 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class Exploded:
     sentences: list[Sentence]
     lines: list[Unit]

@@ -13,10 +13,11 @@ from ctxpipe.commit.payloads import CommitRequest, SessionExtraction
 from ctxpipe.core.config import ArchiveConfig
 from ctxpipe.core.enums import ContextType
 from ctxpipe.core.errors import LLMError, NodeNotFoundError
-from ctxpipe.core.llm_schemas import ExtractionOutput, SessionDigest
+from ctxpipe.core.llm_schemas import SessionDigest
 from ctxpipe.core.models import ArchiveSummary, ContextNode, SessionArchive, SessionStats
 from ctxpipe.core.session import message_vars
 from ctxpipe.core.uri import CtxURI
+from ctxpipe.extraction.base import prompt_vars
 from ctxpipe.extraction.extractors import EXTRACTORS
 from ctxpipe.fs.history import NodeChange
 from ctxpipe.providers.base import LLMUsage
@@ -141,19 +142,13 @@ class ArchiveBuilder:
         call and the summary to its own."""
         window = reading_window(req.messages, self._c.settings.limits.max_message_chars)
         own = [m for m in window if not m.injected]
-        tools = list(req.used_tools)
-        cats = req.options.categories_filter
+        tools, cats = req.used_tools, req.options.categories_filter
         asked = [n for n, e in EXTRACTORS.items() if e.no_call(own, tools, cats) is None]
         if not asked:
             return None, None
-        when = max((m.created_at for m in own if m.created_at), default=None)
         variables = {
-            "messages": message_vars(own),
-            "tools": [t.model_dump() for t in tools],
+            **prompt_vars(own, tools, req.ctx),
             "session_id": req.ctx.session_id,
-            "user_id": req.ctx.user_id,
-            "agent_id": req.ctx.agent_id,
-            "session_time": when.isoformat() if when else None,
             "max_tokens": self._config.summary_max_tokens,
             "extractors": asked,
         }
@@ -166,8 +161,7 @@ class ArchiveBuilder:
                 raise
             log.warning("extraction.session failed, one call per extractor instead: %s", exc)
             return None, None
-        out = ExtractionOutput(memories=digest.memories)
-        return digest, SessionExtraction(asked=asked, output=out)
+        return digest, SessionExtraction(asked=asked, memories=digest.memories)
 
     def persist(
         self,

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from ctxpipe.core.llm_schemas import ExtractionOutput
+from ctxpipe.core.llm_schemas import ExtractedMemory
 from ctxpipe.core.models import (
     CandidateMemory,
     CommitOptions,
@@ -61,12 +61,12 @@ class CommitRequest(BaseModel):
 
 
 class SessionExtraction(BaseModel):
-    """The memories the session's one extraction call (`extraction.session`, made with the
-    archive's summary) proposed, for the extractors it was asked for (`asked`, by name: the
-    others were gated or filtered out, or the call was not made: each of them decides alone)."""
+    """The memories the session's one extraction call (`extraction.session`, which also wrote
+    the archive's summary) proposed for the extractors it was asked for (`asked`, by name; the
+    others were gated or filtered out and report so without a call)."""
 
     asked: list[str] = Field(default_factory=list)
-    output: ExtractionOutput = ExtractionOutput()
+    memories: list[ExtractedMemory] = Field(default_factory=list)
 
 
 class ArchiveOutcome(BaseModel):

@@ -112,7 +112,7 @@ async def extract_phase(
         tools=req.used_tools,
         categories_filter=req.options.categories_filter,
         usage=usage,
-        proposed=shared.output if shared is not None and name in shared.asked else None,
+        proposed=shared.memories if shared is not None and name in shared.asked else None,
     )
     result.report.reason = result.report.reason[:500]
     result.usage = usage

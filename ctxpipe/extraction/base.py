@@ -27,6 +27,19 @@ from ctxpipe.core.session import Message, RequestContext, ToolUse, message_vars
 from ctxpipe.providers.base import LLM, LLMUsage
 
 
+def prompt_vars(own: list[Message], tools: list[ToolUse], ctx: RequestContext) -> dict[str, Any]:
+    """The variables an extraction prompt reads of a session: its messages (injected ones
+    removed), the tools used, who speaks to whom, and when (its latest message's time)."""
+    when = max((m.created_at for m in own if m.created_at), default=None)
+    return {
+        "messages": message_vars(own),
+        "tools": [t.model_dump() for t in tools],
+        "user_id": ctx.user_id,
+        "agent_id": ctx.agent_id,
+        "session_time": when.isoformat() if when else None,
+    }
+
+
 def owner_of(category: MemoryCategory) -> OwnerScope:
     return OwnerScope.AGENT if category in AGENT_CATEGORIES else OwnerScope.USER
 
@@ -55,7 +68,7 @@ class CandidateExtractor:
         tools: list[ToolUse] | None = None,
         categories_filter: list[MemoryCategory] | None = None,
         usage: LLMUsage | None = None,
-        proposed: ExtractionOutput | None = None,
+        proposed: list[ExtractedMemory] | None = None,
     ) -> ExtractionResult:
         """The candidates of this extractor's categories in `messages`: from its own LLM call,
         or, with `proposed`, from the memories the session's one extraction call proposed
@@ -80,16 +93,12 @@ class CandidateExtractor:
             return ExtractionResult(report=report(why_not[0], 0, why_not[1]))
         session_time = max((m.created_at for m in own if m.created_at), default=None)
         if proposed is not None:
-            out = ExtractionOutput(memories=[m for m in proposed.memories if m.category in wanted])
+            out = ExtractionOutput(memories=[m for m in proposed if m.category in wanted])
         else:
             variables = {
-                "messages": message_vars(own),
+                **prompt_vars(own, tools or [], ctx),
                 "summary": archive.summary,
                 "key_topics": archive.key_topics,
-                "tools": [t.model_dump() for t in (tools or [])],
-                "user_id": ctx.user_id,
-                "agent_id": ctx.agent_id,
-                "session_time": session_time.isoformat() if session_time else None,
             }
             try:
                 out = await llm.complete_json(

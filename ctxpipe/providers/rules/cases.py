@@ -83,7 +83,7 @@ def _solution_summary(msg: Msg, max_words: int = 30) -> str:
     best = sorted(scored, key=lambda x: (-x[0], x[1]))[:2]
     chosen = [s for score, _, s in sorted(best, key=lambda x: x[1]) if score > 0]
     chosen = chosen or msg.sentences[:1]
-    return truncate_words(normalize_space(" ".join(chosen)), max_words)
+    return truncate_words(" ".join(chosen), max_words)
 
 
 def _problem_phrase(problem: str) -> str:
@@ -129,7 +129,7 @@ def find_cases(messages: list[Msg]) -> list[Case]:
 def case_memory(case: Case) -> dict[str, Any]:
     sol, ok = case.solution, case.confirmation
     assert sol is not None
-    problem_short = truncate_words(normalize_space(case.problem_text), 25)
+    problem_short = truncate_words(case.problem_text, 25)
     solution_short = _solution_summary(sol)
     told = [case.problem, *case.more]  # the messages the memory cites, in order
     overview = [f"- problem: {problem_short} [{', '.join(m.id for m in told)}]"]
@@ -156,7 +156,6 @@ def case_memory(case: Case) -> dict[str, Any]:
         told.append(ok)
     abstract = f"{_problem_phrase(problem_short)} → {truncate_words(solution_short, 20)}"
     conf = 0.65 if ok is None else 0.9  # a case the user confirmed is surer
-    overview_text, content_text = "\n".join(overview), "\n\n".join(content)
+    texts = ("\n".join(overview), "\n\n".join(content))
     refs = [m.id for m in told]
-    key = _slug(case.problem_text)
-    return memory("cases", key, abstract, overview_text, content_text, conf, refs=refs)
+    return memory("cases", _slug(case.problem_text), abstract, *texts, conf, refs=refs)

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import re
+from functools import reduce
 from typing import Any
 
 from ctxpipe.core.text import STOPWORDS, content_tokens, normalize_space
@@ -64,10 +65,8 @@ def split_compound(query: str) -> list[str]:
 
 def recent_names(recent: Any) -> dict[str, str]:
     """name → 'person' | 'thing' from the recent messages, most recent first."""
-    found: dict[str, str] = {}
-    for s in (s for msg in reversed(load_messages(recent)) for s in reversed(msg.sentences)):
-        found = _add_names(found, s)
-    return found
+    said = (s for msg in reversed(load_messages(recent)) for s in reversed(msg.sentences))
+    return reduce(_add_names, said, {})
 
 
 def _is_person(before: str, after: str) -> bool:

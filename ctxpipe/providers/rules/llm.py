@@ -35,10 +35,8 @@ EXTRACTION: dict[str, Handler] = {
 def session_digest(variables: dict[str, Any]) -> dict[str, Any]:
     """`extraction.session`: the summary, then each extractor asked for, on the same input."""
     out = archive_summary(variables)
-    given = {**variables, "summary": out["summary"], "key_topics": out["key_topics"]}
-    out["memories"] = [
-        m for name in variables["extractors"] for m in EXTRACTION[name](given)["memories"]
-    ]
+    asked = (EXTRACTION[name](variables)["memories"] for name in variables["extractors"])
+    out["memories"] = [m for memories in asked for m in memories]
     return out
 
 
@@ -73,10 +71,6 @@ class RulesLLM:
     def __init__(self, handlers: dict[str, Handler] | None = None) -> None:
         self._handlers = dict(HANDLERS if handlers is None else handlers)
 
-    @property
-    def prompt_ids(self) -> list[str]:
-        return sorted(self._handlers)
-
     async def complete_json(
         self,
         prompt_id: str,
@@ -99,7 +93,7 @@ class RulesLLM:
         if handler is None:
             raise LLMError(
                 f"rules provider has no rule set for prompt {prompt_id!r}; "
-                f"known prompts: {', '.join(self.prompt_ids)}"
+                f"known prompts: {', '.join(sorted(self._handlers))}"
             )
         try:
             raw = handler(dict(variables or {}))

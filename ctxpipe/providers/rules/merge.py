@@ -1,15 +1,9 @@
 """`policy.merge_bundle`: fold new lines into a memory; a change closes the line it replaces.
 
-Every old line is kept. A new line that says what a valid old line says (token Jaccard ≥ 0.8,
-or no content word the old line lacks) only adds its message ids to it — unless a later line of
-the bundle closes that old line: the bundle kept the restated line valid past the later one, so
-it is then added as a line of its own. Otherwise it is added,
-and in a profile or preference memory it *supersedes* each valid old line on the same topic
-that it contradicts or replaces (`supersedes`): the old line stays, closed — valid until the
-new line's ``valid from`` (the session that changed it) and ``(superseded: <new line>)`` — and
-the pair is reported in `conflicts`. Lines of one bundle are settled in order (the later line
-wins). The abstract is re-synthesised from the valid lines, so merging the same bundle twice
-yields the same texts as merging it once.
+Every old line is kept. A new line that restates a valid one (`same_statement`) adds its
+message ids to it; otherwise it is added and, in a profile or preference memory, closes each
+valid line it contradicts or replaces (`supersedes`; the pair is reported in `conflicts`).
+Merging the same bundle twice yields the same texts as merging it once (`merge_lines`).
 """
 
 from __future__ import annotations
@@ -64,6 +58,7 @@ def _features(text: str) -> _Features:
 
 
 def same_statement(old: _Features, new: _Features) -> bool:
+    """Same polarity, and token Jaccard ≥ 0.8 or no content word the old line lacks."""
     if old.negated != new.negated:
         return False
     if not old.tokens or not new.tokens:
@@ -107,8 +102,9 @@ def merge_lines(
 ) -> tuple[list[Line], list[str], int, int]:
     """(merged lines, conflicts "old -> new", lines added, lines folded into old ones).
 
-    The bundle is settled first (`collapse`, then its own lines in order), so merging the same
-    bundle twice changes nothing. A new line is compared once with each distinct valid text.
+    The bundle is settled first (`collapse`, then its own lines in order: the later line wins),
+    so merging it twice changes nothing. A new line is compared once with each distinct valid
+    text; a closed line stays, valid until its successor's ``valid from``.
     `owner` is whom the memory is about (its name is no topic of its own)."""
     new = collapse(new)
     if old:
@@ -140,10 +136,9 @@ def merge_lines(
             twin = next(same, None)
         else:  # closed in the bundle: the same valid line, else the same closed one (closed
             # by this line's successor, else by another: the memory already holds the fact)
-            twin = valid[line.text][0] if line.text in valid else None
-            twin = twin or next((f for f in lines if f.render() == line.render()), None)
-            twin = twin or next(
-                (f for f in lines if (f.text, f.bullet) == (ln.text, ln.bullet)), None
+            same = (f for f in lines if f.bullet and f.text == line.text)
+            twin = min(
+                same, key=lambda f: (not f.active, f.render() != line.render()), default=None
             )
         if twin is not None:
             twin.add_refs(line.refs)

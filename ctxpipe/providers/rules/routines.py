@@ -1,11 +1,9 @@
 """Patterns: procedures stated as routine or laid out as step lists.
 
-Recognised: routine cues ("every time", "whenever", "usually I", "my workflow/routine/process
-is", "as a rule") and step lists ("first … then … finally", numbered or bulleted lines, ≥ 2
-steps), titled by the last noun phrase of their lead-in ("My usual routine for a new
-experiment:" → experiment). The user's routine weighs more than a list the assistant
-proposes. A tool-call pair that repeats (A→B … A→B) is a pattern too when its messages are
-known.
+Recognised: routine cues (`ROUTINE_RE`) and step lists ("first … then … finally", numbered or
+bulleted lines, ≥ 2 steps), titled by the last noun phrase of their lead-in ("My usual routine
+for a new experiment:" → experiment). The user's routine weighs more than a list the assistant
+proposes. A tool-call pair that repeats (A→B … A→B) is a pattern when its messages are known.
 """
 
 from __future__ import annotations
@@ -66,10 +64,9 @@ def extract_patterns(messages: list[Msg], tools: list[ToolUse]) -> list[dict[str
     for msg in (m for m in messages if m.role in ("user", "assistant")):
         lead, steps = _steps(msg)
         routine = next((s for s in msg.sentences if ROUTINE_RE.search(s)), "")
-        if not steps and not (routine and msg.is_user):
-            continue
+        steps = steps or ([routine] if routine and msg.is_user else [])  # a routine stated
         if not steps:
-            steps = [routine]
+            continue
         title = _title(lead or routine, steps)
         key = slugify(title, max_words=4)
         if key in seen:

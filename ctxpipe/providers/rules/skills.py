@@ -24,10 +24,6 @@ def _keywords(calls: list[ToolUse]) -> list[str]:
     return key_phrases([(p, 1) for t in texts for p in phrases(t)], tf_idf(texts))
 
 
-def _short(text: str | None, words: int = 25) -> str:
-    return truncate_words(normalize_space(text or ""), words)
-
-
 def _failures(calls: list[ToolUse]) -> list[tuple[str, int]]:
     """(the first error, how many) per error with its numbers left out."""
     groups: dict[str, list[str]] = {}
@@ -65,7 +61,7 @@ def extract_skills(messages: list[Msg], tools: list[ToolUse]) -> list[dict[str, 
         ok = [c for c in calls if c.success]
         kind = calls[0].kind
         keywords = _keywords(ok)
-        example = f'e.g. "{_short(ok[0].input, 12)}"' if ok and ok[0].input else ""
+        example = f'e.g. "{truncate_words(ok[0].input, 12)}"' if ok and ok[0].input else ""
         best_for = f"{', '.join(keywords)} ({example})" if keywords and example else ""
         best_for = best_for or ", ".join(keywords) or example
         failures = _failures(calls)
@@ -79,8 +75,8 @@ def extract_skills(messages: list[Msg], tools: list[ToolUse]) -> list[dict[str, 
         fields = {"usage": usage, "best for": best_for, "common failures": common_failures}
         overview = [f"- {field}: {value}" for field, value in fields.items() if value]
         content = [  # each call: what went in, and what came out or the error
-            f"- {'ok' if c.success else 'failed'}: {_short(c.input)} → "
-            + (_short(c.output) if c.success else normalize_space(c.error or ""))
+            f"- {'ok' if c.success else 'failed'}: {truncate_words(c.input or '', 25)} → "
+            + (truncate_words(c.output or "", 25) if c.success else normalize_space(c.error or ""))
             for c in calls
         ]
         abstract = f"{name} ({kind}): {usage}"

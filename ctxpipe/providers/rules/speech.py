@@ -139,8 +139,7 @@ def rewrite(sentence: str, name: str) -> Rewritten:
     the third-person form; "we" becomes "<name> and others" and keeps its verb; "my" is
     "<name>'s" the first time the speaker is named in it, "their" after."""
     text = normal(sentence)
-    tokens = list(_TOKEN_RE.finditer(text))
-    toks = [t.group(0) for t in tokens]
+    toks = _TOKEN_RE.findall(text)
     out = list(toks)
     owner_named = False
     chain: list[str] = []  # the verb chain of the first subject
@@ -171,9 +170,8 @@ def rewrite(sentence: str, name: str) -> Rewritten:
             owner_named = True
         elif tok.lower() == "me" or tok.lower() in _OTHER:
             out[i] = _OTHER.get(tok.lower(), name)
-    gaps = [text[a.end() : b.start()] for a, b in zip(tokens, tokens[1:], strict=False)]
-    said = "".join(w + gap for w, gap in zip(out, [*gaps, ""], strict=True))
+    rewritten = iter(out)
+    said = _TOKEN_RE.sub(lambda _: next(rewritten), text).strip()  # the gaps kept
     finite = chain[:1] or [w for w in toks if verb_lemma(w) not in (None, w.lower())][:1]
     past = bool(finite) and is_past(finite[0])
-    said = said.strip()
     return Rewritten(said[:1].upper() + said[1:], chain_verb(chain), is_negated(text), past)

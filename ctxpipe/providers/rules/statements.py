@@ -5,9 +5,8 @@ content words besides the speakers' names, and speaks of its speaker (a first-pe
 `speech.rewrite` puts it in the third person) or names something (a capitalised name that is
 not a speaker's). Its category follows from its grammar, not from phrasings: an attitude as
 its main verb (like, love, prefer, want, need …) or a favourite makes a *preference*; the past
-tense or a date an *event*; the rest (present states and habits: "is a nurse", "has two
-kids") is *profile*; every name it carries makes it a line of that name's *entity* memory
-too. What a statement is about, and whether it changes something: `topics`.
+tense or a date an *event*; the rest (present states and habits: "is a nurse") is *profile*;
+every name it carries makes it a line of that name's *entity* memory too.
 """
 
 from __future__ import annotations

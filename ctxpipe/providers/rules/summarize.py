@@ -88,7 +88,6 @@ def summary_text(messages: list[Msg], weights: dict[str, float], budget_words: i
 
 
 def key_topics(messages: list[Msg], weights: dict[str, float]) -> list[str]:
-    """Noun phrases of the session, an exception name counting twice (`text.key_phrases`)."""
     terms: list[tuple[str, int]] = []
     for s in (s for m in messages for s in m.sentences):
         terms += [(e.group(1), 2) for e in EXCEPTION_RE.finditer(s)]

@@ -51,8 +51,9 @@ def slugify(text: str, max_words: int = 6) -> str:
 
 
 def truncate_words(text: str, n: int) -> str:
+    """The first `n` words of `text` on one line, "…" marking a cut."""
     ws = text.split()
-    return text if len(ws) <= n else " ".join(ws[:n]) + " …"
+    return " ".join(ws[:n]) + (" …" if len(ws) > n else "")
 
 
 def is_breaker(word: str) -> bool:

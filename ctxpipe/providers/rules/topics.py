@@ -1,10 +1,6 @@
 """What a statement is about: its main verb and subject, its topic words, the single-valued
-attribute it sets, and whether it says it changes something.
-
-Cardinality: a statement is about a single-valued attribute (`SLOTS`: home, work, name, the
-style of the replies the user wants) when a verb of the speaker states it, a noun the speaker
-owns names it, or it says what the speaker is at an organisation; everything else
-accumulates. Two statements share a topic when they share `topic_words`.
+attribute it sets (`SLOTS`, found by `slots_of`; everything else accumulates), and whether it
+says it changes something. Two statements share a topic when they share `topic_words`.
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ extractors concurrently, plan, write, register): fewer hops, no per-phase task t
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel
 
@@ -26,7 +26,9 @@ from ctxpipe.core.models import ExtractionResult
 from ctxpipe.extraction.extractors import EXTRACTOR_NAMES
 
 CanvasKind = Literal["chord", "fused"]
-StepRun = Callable[[CommitComponents, LedgerPort, str, steps.Delivery | None], Awaitable[BaseModel]]
+StepRun = Callable[
+    [CommitComponents, LedgerPort, str, steps.Delivery | None], Coroutine[Any, Any, BaseModel]
+]
 
 # where a commit starts or is re-driven from (`steps.resume_point`)
 STARTS: Final = ("archive", "extract", "write", "register")

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Awaitable, Callable
-from typing import ParamSpec, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
 
 from ctxpipe.commit.components import CommitComponents
 from ctxpipe.commit.failures import (
@@ -51,8 +51,8 @@ from ctxpipe.commit.step_state import MAX_DELIVERIES, Delivery, need, read_state
 from ctxpipe.commit.submission import submit
 from ctxpipe.core.enums import CommitPhase
 from ctxpipe.core.models import CommitResult, ExtractionResult
+from ctxpipe.core.thread_loop import run_on_thread_loop
 from ctxpipe.observability.spans import phase_span
-from ctxpipe.providers.base import run_sync
 from ctxpipe.storage.commit_ledger import Completion
 
 P = ParamSpec("P")
@@ -199,12 +199,13 @@ async def run(
     return await finish(c, ledger, commit_id, None if retry is None else Delivery("finish", retry))
 
 
-def blocking(step: Callable[P, Awaitable[T]]) -> Callable[P, T]:
-    """The blocking twin of a step, for a Celery task: it runs the step on a fresh loop."""
+def blocking(step: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """The blocking twin of a step, for a Celery task: it runs the step on the event loop the
+    worker's thread keeps from one task to the next (`core.thread_loop`)."""
 
     @functools.wraps(step)
     def run(*args: P.args, **kwargs: P.kwargs) -> T:
-        return run_sync(step(*args, **kwargs))
+        return run_on_thread_loop(step(*args, **kwargs))
 
     return run
 

@@ -1,0 +1,93 @@
+"""The event loop a worker thread keeps for the steps it runs (`core.thread_loop`)."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import threading
+
+import pytest
+
+from ctxpipe.core.thread_loop import run_on_thread_loop
+
+
+async def _loop_id() -> int:
+    return id(asyncio.get_running_loop())
+
+
+async def _thread_count() -> int:
+    await asyncio.to_thread(lambda: None)
+    return threading.active_count()
+
+
+def test_a_thread_runs_every_coroutine_on_one_loop_and_keeps_its_thread_pool() -> None:
+    assert run_on_thread_loop(_loop_id()) == run_on_thread_loop(_loop_id())
+    threads = run_on_thread_loop(_thread_count())
+    # asyncio.run would start a default pool per call and join it after: here it stays
+    assert all(run_on_thread_loop(_thread_count()) == threads for _ in range(5))
+
+
+def test_each_thread_has_its_own_loop() -> None:
+    seen: list[int] = []
+    worker = threading.Thread(target=lambda: seen.append(run_on_thread_loop(_loop_id())))
+    worker.start()
+    worker.join()
+    assert seen and seen[0] != run_on_thread_loop(_loop_id())
+
+
+def test_what_a_coroutine_leaves_running_is_cancelled_when_it_returns() -> None:
+    cancelled = asyncio.Event()
+
+    async def forever() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async def leaves_a_task() -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(forever())
+        await asyncio.sleep(0)
+        return task
+
+    task = run_on_thread_loop(leaves_a_task())
+    assert task.cancelled() and cancelled.is_set()
+
+
+def test_an_error_of_the_coroutine_is_raised_and_the_loop_still_serves() -> None:
+    async def fails() -> None:
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        run_on_thread_loop(fails())
+    assert run_on_thread_loop(_loop_id()) == run_on_thread_loop(_loop_id())
+
+
+def test_inside_a_running_loop_it_refuses() -> None:
+    async def nested() -> None:
+        run_on_thread_loop(_loop_id())
+
+    with pytest.raises(RuntimeError, match="inside a running event loop"):
+        asyncio.run(nested())
+
+
+async def _loop() -> asyncio.AbstractEventLoop:
+    return asyncio.get_running_loop()
+
+
+_PARENT_LOOP: list[asyncio.AbstractEventLoop] = []  # held, so no new loop takes its address
+
+
+def _child(out: multiprocessing.Queue[bool]) -> None:
+    mine = run_on_thread_loop(_loop())
+    out.put(mine is not _PARENT_LOOP[0] and run_on_thread_loop(_thread_count()) > 0)
+
+
+def test_a_forked_child_makes_a_loop_of_its_own() -> None:
+    _PARENT_LOOP[:] = [run_on_thread_loop(_loop())]
+    ctx = multiprocessing.get_context("fork")
+    out: multiprocessing.Queue[bool] = ctx.Queue()
+    child = ctx.Process(target=_child, args=(out,))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0 and out.get(timeout=5)

@@ -15,16 +15,16 @@ async def _loop_id() -> int:
     return id(asyncio.get_running_loop())
 
 
-async def _thread_count() -> int:
-    await asyncio.to_thread(lambda: None)
-    return threading.active_count()
+async def _pool_thread() -> threading.Thread:
+    return await asyncio.to_thread(threading.current_thread)
 
 
 def test_a_thread_runs_every_coroutine_on_one_loop_and_keeps_its_thread_pool() -> None:
     assert run_on_thread_loop(_loop_id()) == run_on_thread_loop(_loop_id())
-    threads = run_on_thread_loop(_thread_count())
     # asyncio.run would start a default pool per call and join it after: here it stays
-    assert all(run_on_thread_loop(_thread_count()) == threads for _ in range(5))
+    first = run_on_thread_loop(_pool_thread())
+    assert all(run_on_thread_loop(_pool_thread()) is first for _ in range(5))
+    assert first.is_alive() and first is not threading.current_thread()
 
 
 def test_each_thread_has_its_own_loop() -> None:
@@ -80,7 +80,7 @@ _PARENT_LOOP: list[asyncio.AbstractEventLoop] = []  # held, so no new loop takes
 
 def _child(out: multiprocessing.Queue[bool]) -> None:
     mine = run_on_thread_loop(_loop())
-    out.put(mine is not _PARENT_LOOP[0] and run_on_thread_loop(_thread_count()) > 0)
+    out.put(mine is not _PARENT_LOOP[0] and run_on_thread_loop(_pool_thread()).is_alive())
 
 
 def test_a_forked_child_makes_a_loop_of_its_own() -> None:

@@ -64,7 +64,7 @@ def extract_patterns(messages: list[Msg], tools: list[ToolUse]) -> list[dict[str
     for msg in (m for m in messages if m.role in ("user", "assistant")):
         lead, steps = _steps(msg)
         routine = next((s for s in msg.sentences if ROUTINE_RE.search(s)), "")
-        steps = steps or ([routine] if routine and msg.is_user else [])  # a routine stated
+        steps = steps or ([routine] if routine and msg.is_user else [])  # its one step
         if not steps:
             continue
         title = _title(lead or routine, steps)

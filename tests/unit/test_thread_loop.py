@@ -21,10 +21,9 @@ async def _pool_thread() -> threading.Thread:
 
 def test_a_thread_runs_every_coroutine_on_one_loop_and_keeps_its_thread_pool() -> None:
     assert run_on_thread_loop(_loop_id()) == run_on_thread_loop(_loop_id())
-    # asyncio.run would start a default pool per call and join it after: here it stays
-    first = run_on_thread_loop(_pool_thread())
-    assert all(run_on_thread_loop(_pool_thread()) is first for _ in range(5))
-    assert first.is_alive() and first is not threading.current_thread()
+    # asyncio.run starts a default pool per call and joins its threads after: here they stay
+    served = [run_on_thread_loop(_pool_thread()) for _ in range(5)]
+    assert all(t.is_alive() and t is not threading.current_thread() for t in served)
 
 
 def test_each_thread_has_its_own_loop() -> None:

@@ -1,4 +1,5 @@
-"""One event loop per thread, kept for every coroutine that thread runs from blocking code.
+"""Coroutines run from blocking code: `run_sync` on a fresh loop, `run_on_thread_loop` on one
+event loop per thread, kept for every coroutine that thread runs.
 
 `asyncio.run` builds a loop for each call and tears it down after, with the default thread
 pool that `asyncio.to_thread` started: for a worker that runs one short step after another
@@ -35,15 +36,24 @@ async def _settle(tasks: set[asyncio.Task[Any]]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def run_on_thread_loop(coro: Coroutine[Any, Any, T]) -> T:
-    """Run `coro` to completion on this thread's loop (never inside a running loop)."""
+def _outside_a_loop(coro: Coroutine[Any, Any, Any], name: str) -> None:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        pass
-    else:
-        coro.close()
-        raise RuntimeError("run_on_thread_loop called inside a running event loop; await it")
+        return
+    coro.close()
+    raise RuntimeError(f"{name} called from inside a running event loop; await instead")
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` to completion on a fresh loop (never inside a running loop)."""
+    _outside_a_loop(coro, "run_sync")
+    return asyncio.run(coro)
+
+
+def run_on_thread_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` to completion on this thread's loop (never inside a running loop)."""
+    _outside_a_loop(coro, "run_on_thread_loop")
     runner = _runner()
     try:
         return runner.run(coro)

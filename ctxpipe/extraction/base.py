@@ -27,10 +27,15 @@ from ctxpipe.core.session import Message, RequestContext, ToolUse, message_vars
 from ctxpipe.providers.base import LLM, LLMUsage
 
 
+def session_time(own: list[Message]) -> datetime | None:
+    """When a session was held: its latest message's time."""
+    return max((m.created_at for m in own if m.created_at), default=None)
+
+
 def prompt_vars(own: list[Message], tools: list[ToolUse], ctx: RequestContext) -> dict[str, Any]:
     """The variables an extraction prompt reads of a session: its messages (injected ones
-    removed), the tools used, who speaks to whom, and when (its latest message's time)."""
-    when = max((m.created_at for m in own if m.created_at), default=None)
+    removed), the tools used, who speaks to whom, and when (`session_time`)."""
+    when = session_time(own)
     return {
         "messages": message_vars(own),
         "tools": [t.model_dump() for t in tools],
@@ -91,7 +96,7 @@ class CandidateExtractor:
         own = [m for m in messages if not m.injected]
         if (why_not := self.no_call(own, tools or [], categories_filter)) is not None:
             return ExtractionResult(report=report(why_not[0], 0, why_not[1]))
-        session_time = max((m.created_at for m in own if m.created_at), default=None)
+        held = session_time(own)
         if proposed is not None:
             out = ExtractionOutput(memories=[m for m in proposed if m.category in wanted])
         else:
@@ -119,7 +124,7 @@ class CandidateExtractor:
             if not refs:
                 dropped["no valid source message ids"] += 1
                 continue
-            candidates.append(self._to_candidate(mem, refs, tools or [], session_time))
+            candidates.append(self._to_candidate(mem, refs, tools or [], held))
         if candidates:
             return ExtractionResult(
                 report=report(ExtractorStatus.OK, len(candidates), ""), candidates=candidates

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -10,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from ctxpipe.core.models import LLMUsage
 from ctxpipe.core.session import RequestContext
+from ctxpipe.core.thread_loop import run_sync
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -118,12 +118,3 @@ class VectorIndex(Protocol):
         top_k: int = 10,
         level: int = 0,
     ) -> list[VectorHit]: ...
-
-
-def run_sync(coro: Any) -> Any:
-    """Run a coroutine from sync code (a fresh loop; never nested inside a running one)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    raise RuntimeError("run_sync called from inside a running event loop; await instead")

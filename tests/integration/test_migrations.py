@@ -161,6 +161,75 @@ def test_tsv_is_generated_and_outbox_status_is_checked(pg_url: str, fresh_schema
             )
 
 
+def _chunk_with_vector(conn: psycopg.Connection, schema: str, cid: str, dim: int) -> None:
+    """A chunk row over 2 kB whose largest value is its vector of `dim` values (a text of a
+    dozen words, as most chunks are)."""
+    s = sql.Identifier(schema)
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO {}.context_nodes (uri, account_id, owner_space, version) "
+            "VALUES ('ctx://a/users/u/memories/' || %s, 'a', 'users/u', 1)"
+        ).format(s),
+        (cid,),
+    )
+    words = " ".join(uuid.uuid4().hex for _ in range(12))
+    vector = "[" + ",".join(f"{x:.6f}" for x in np.random.default_rng(7).random(dim)) + "]"
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO {}.context_chunks (chunk_id, uri, account_id, level, text_content, "
+            "embedding) VALUES (%s, 'ctx://a/users/u/memories/' || %s, 'a', 2, %s, %s::vector)"
+        ).format(s),
+        (cid, cid, words, vector),
+    )
+
+
+def _out_of_line(conn: psycopg.Connection, schema: str, column: str, cid: str) -> bool:
+    query = sql.SQL(
+        "SELECT pg_column_toast_chunk_id({}) IS NOT NULL FROM {}.context_chunks WHERE chunk_id = %s"
+    ).format(sql.Identifier(column), sql.Identifier(schema))
+    row = conn.execute(query, (cid,)).fetchone()
+    assert row is not None
+    return bool(row[0])
+
+
+def test_vectors_and_tsvectors_stay_in_the_row(
+    pg_url: str, fresh_schema: str, tmp_path: Path
+) -> None:
+    """An exact scan reads every row's vector (and the text arm its tsvector): a row over 2 kB
+    moved its 384-dimension vector to the TOAST table before migration 011, and keeps it in the
+    row after it (the text goes out instead); vectors too large for that stay external."""
+    before = tmp_path / "sql"
+    shutil.copytree(default_sql_dir(), before)
+    (before / "011_inline_vectors.sql").unlink()
+    migrate(pg_url, schema=fresh_schema, embedding_dim=384, sql_dir=before)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        _chunk_with_vector(conn, fresh_schema, "old", 384)
+        assert _out_of_line(conn, fresh_schema, "embedding", "old")
+    assert migrate(pg_url, schema=fresh_schema, embedding_dim=384) == ["011_inline_vectors.sql"]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        _chunk_with_vector(conn, fresh_schema, "new", 384)
+        assert not _out_of_line(conn, fresh_schema, "embedding", "new")
+        assert not _out_of_line(conn, fresh_schema, "tsv", "new")
+        storage = dict(
+            conn.execute(
+                "SELECT c.relname, a.attstorage FROM pg_attribute a "
+                "JOIN pg_class c ON c.oid = a.attrelid "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND a.attname = 'embedding' AND c.relkind = 'r'",
+                (fresh_schema,),
+            ).fetchall()
+        )
+    assert storage == {"context_chunks": "p", "chunk_units": "p"}
+
+
+def test_a_vector_too_large_for_the_row_stays_external(pg_url: str, fresh_schema: str) -> None:
+    migrate(pg_url, schema=fresh_schema, embedding_dim=2000)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        _chunk_with_vector(conn, fresh_schema, "big", 2000)  # 8 kB: no page holds it and more
+        assert _out_of_line(conn, fresh_schema, "embedding", "big")
+        assert not _out_of_line(conn, fresh_schema, "tsv", "big")
+
+
 def test_changed_checksum_is_refused(pg_url: str, fresh_schema: str, tmp_path: Path) -> None:
     sql_dir = tmp_path / "sql"
     shutil.copytree(default_sql_dir(), sql_dir, ignore=shutil.ignore_patterns("queries"))

@@ -46,7 +46,7 @@ class CandidateRow:
     abstract_text: str = ""  # the node's L0 line(s)
     event_time: str | None = None
     observed_at: str | None = None
-    embedding: Any = None  # the chunk's stored vector (numpy, as pgvector loads it)
+    embedding: Any = None  # the chunk's stored vector (numpy, as pgvector loads it), when asked
 
 
 class TagCount(BaseModel):

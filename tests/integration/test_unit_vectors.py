@@ -271,6 +271,13 @@ def test_find_embeds_only_the_question(rt: Runtime) -> None:
         res = f.find(q, FILTERS, 5)
         assert res.hits, q
         assert counting.calls == [[q]], q
+    # so the candidates come without their chunks' vectors (a line that is its whole chunk
+    # has a stored unit vector too), which the query-time path below still reads
+    arm = f.store.text_arm(QUESTIONS[0], FILTERS, 20)
+    qvec = f.embed(QUESTIONS[0])
+    rows = f.store.fuse(qvec, FILTERS, arm, 20, chunk_vectors=False).rows
+    assert rows and all(r.embedding is None for r in rows)
+    assert all(r.embedding is not None for r in f.store.fuse(qvec, FILTERS, arm, 20).rows)
 
     # the query-time path (the fallback of a replica without unit vectors) encodes units
     fly = CountingEmbedder(rt.embedder)

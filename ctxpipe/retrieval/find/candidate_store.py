@@ -298,9 +298,11 @@ class CandidateStore:
         arm: TextArm,
         n_cand: int,
         *,
+        chunk_vectors: bool = True,
         timings: dict[str, float] | None = None,
     ) -> Candidates:
-        """The vector arm fused with the text arm: candidate rows, best first."""
+        """The vector arm fused with the text arm: candidate rows, best first; each with its
+        chunk's vector unless `chunk_vectors` is False (`CandidateRow.embedding` None)."""
         cfg = self.config
         timings = timings if timings is not None else {}
         t0 = time.perf_counter()
@@ -318,6 +320,7 @@ class CandidateStore:
             k=float(cfg.rrf_k),
             wv=float(cfg.vector_weight),
             wt=float(cfg.text_weight),
+            chunk_vectors=chunk_vectors,
         )
         query_sql = sql.SQL(self.queries["retrieval_fused"]).format(where=where, vec_order=order)
         rows = self._fetch(query_sql, params, arm.plan, n_cand, class_row(CandidateRow))

@@ -135,7 +135,12 @@ class HybridFinder:
         # the dates the query names: also while the query is embedded
         periods = query_periods(query, filters.as_of or date.today()) if cfg.date_weight else []
         qvec = pending.result() if pending is not None else list(query_vector or ())
-        cand = self.store.fuse(qvec, filters, arm, n_cand, timings=timings)
+        # the chunks' own vectors serve the ranking only when it does not read the stored
+        # unit vectors (a line that is its whole chunk has one of those too)
+        chunk_vectors = not (cfg.stored_units and cfg.dense_rows)
+        cand = self.store.fuse(
+            qvec, filters, arm, n_cand, chunk_vectors=chunk_vectors, timings=timings
+        )
         t1 = time.perf_counter()
         rows = [r for r in cand.rows if (r.sim or 0.0) >= filters.min_score]
         bonus = self._graph_ranking(filters.account_id, rows)

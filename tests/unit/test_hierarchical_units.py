@@ -8,6 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.units.lexical import bm25_tokens, query_terms, split_units, tsquery_or
@@ -114,6 +117,21 @@ def test_bm25_prefers_rare_terms_and_short_units() -> None:
     docs = [bm25_tokens("lake sunrise painting"), bm25_tokens("lake " * 8 + "boat"), []]
     scores = bm25(docs, stemmed_idf({"sunrises": 2.0, "lake": 0.2}))
     assert scores[0] > scores[1] > scores[2] == 0
+
+
+@settings(deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from("abcdefgh"), max_size=12), min_size=1, max_size=8),
+    st.dictionaries(st.sampled_from("abcdxyz"), st.floats(0.01, 5.0), max_size=5),
+)
+def test_bm25_is_the_formula(docs: list[list[str]], idf: dict[str, float]) -> None:
+    """Okapi BM25 (k1 1.2, b 0.75, lengths against the docs' mean) of every doc, written out."""
+    got = bm25(docs, idf)
+    mean = max(1.0, sum(map(len, docs)) / len(docs))
+    for doc, score in zip(docs, got, strict=True):
+        norm = 1.2 * (1 - 0.75 + 0.75 * len(doc) / mean)
+        want = sum(w * doc.count(t) * 2.2 / (doc.count(t) + norm) for t, w in idf.items())
+        assert score == pytest.approx(want, rel=1e-5, abs=1e-6)
 
 
 def test_sentences_are_ranked_by_themselves_their_line_and_their_chunk() -> None:

@@ -131,7 +131,8 @@ def test_the_commit_list_reads_an_index_on_a_large_ledger(
     assert {"Seq Scan", "Sort"} <= old["force_custom_plan"], old
     assert "Sort" in old["force_generic_plan"], old
 
-    assert migrate(pg_url, schema=ledger_schema, embedding_dim=8) == [MIGRATION]
+    applied = migrate(pg_url, schema=ledger_schema, embedding_dim=8)
+    assert applied[:1] == [MIGRATION]  # then any later ones
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(sql.SQL("ANALYZE {}.commits").format(sql.Identifier(ledger_schema)))
     for mode in MODES:

@@ -214,8 +214,15 @@ def day_of(value: object) -> date | None:
     found = to_date(value)
     if found is not None or not isinstance(value, str):
         return found
+    return _written_day(value.strip())
+
+
+@lru_cache(maxsize=4096)
+def _written_day(text: str) -> date | None:
+    """``8 May 2023`` as a date. Cached: find dates every candidate line, and the lines of a
+    conversation share a few dozen days (each parse is a `strptime`)."""
     try:
-        return datetime.strptime(value.strip(), "%d %B %Y").date()
+        return datetime.strptime(text, "%d %B %Y").date()
     except ValueError:
         return None
 

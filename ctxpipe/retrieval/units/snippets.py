@@ -9,7 +9,6 @@ is returned whole. Grown this way, the text still comes from the one turn it cit
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from ctxpipe.core.dates import day_of
@@ -50,16 +49,6 @@ def grow_snippet(line: Unit, sentence: Unit, cap: int, counter: TokenCounter) ->
 
 def _iso(value: Any) -> str:
     """An ISO date (``2023-05-08``) from a stored date/time or a ``8 May 2023`` header."""
-    if isinstance(value, str):
-        return _iso_of_text(value)
-    day = day_of(value)
-    return day.isoformat() if day else ""
-
-
-@lru_cache(maxsize=4096)
-def _iso_of_text(value: str) -> str:
-    """Cached: a query dates every candidate line, and the lines of one conversation share a
-    few dozen days (each parse is a `strptime`)."""
     day = day_of(value)
     return day.isoformat() if day else ""
 

@@ -6,7 +6,8 @@
 
 The corpus is written to a throwaway FS: `synthetic` (session archives of 20-40 messages and
 memories with cited refs) or `locomo` (every LoCoMo session as its session archive). Each round
-starts from an empty replica and cold text caches:
+starts from an empty replica and cold text caches, the prep processes' too (with
+`CTXPIPE_CHUNKING__PREP_PROCESSES`, started afresh before the round, outside its time):
 
 - with PostgreSQL (the default): one UPSERT_CONTEXT event per node; `IndexWorker.drain()` claims
   → reads the FS → chunks → embeds → upserts (COPY) → marks done, batch after batch;
@@ -50,6 +51,7 @@ from ctxpipe.core.text import clear_sentence_cache  # noqa: E402
 from ctxpipe.fs import ContextFS, FSRelationStore  # noqa: E402
 from ctxpipe.index.indexer import Indexer, SyncReport  # noqa: E402
 from ctxpipe.index.memory_replica import MemoryReplica  # noqa: E402
+from ctxpipe.index.prep_pool import close_pools, shared_pool  # noqa: E402
 from ctxpipe.providers.embedder import load_model  # noqa: E402
 from ctxpipe.providers.factory import make_embedder  # noqa: E402
 
@@ -124,7 +126,9 @@ def report_rounds(
     print(
         f"\nnodes {nodes}, chunks {chunks}, model {settings.embedding_model} on "
         f"{settings.embedding_device}, embedding batch {settings.embedding_batch_size}, "
-        f"precision {settings.embedding_precision}, outbox batch {settings.outbox_batch_size}"
+        f"precision {settings.embedding_precision}, outbox batch {settings.outbox_batch_size}, "
+        f"batch tokens {settings.embedding_batch_tokens}, "
+        f"prep processes {settings.chunking.prep_processes}"
     )
     print(f"index path ({label}): {pipe:8.1f} chunks/s (median of the rounds)")
     print(f"model.encode on the same chunk texts ({baseline}): {base:8.1f} chunks/s (median)")
@@ -138,6 +142,15 @@ def report_rounds(
             f"{k} {v / elapsed:.1%}" for k, v in sorted(stages.items(), key=lambda kv: -kv[1])
         )
         print(f"last round's time by stage: {split}")
+
+
+def fresh_prep_pool(model_name: str, settings: Settings) -> None:
+    """Prep processes (`CTXPIPE_CHUNKING__PREP_PROCESSES`) started afresh before a round, outside
+    its time: their caches are as cold as the embed worker's."""
+    close_pools()
+    pool = shared_pool(model_name, settings.chunking)
+    if pool is not None:
+        pool.ready()
 
 
 # ------------------------------------------------------------------ without a database
@@ -155,6 +168,7 @@ def run_memory(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseli
         gc.collect()  # the last round's replica goes now, not inside this one
         replica = MemoryReplica(embedder.dimension)
         indexer = Indexer(fs, relations, replica, embedder, settings.chunking)  # cold caches
+        fresh_prep_pool(embedder.model_name, settings)
         before = baseline.rate(2 * r) if baseline.texts else 0.0
         report = SyncReport()
         embedder.timings.clear()
@@ -221,6 +235,7 @@ def run_db(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseline) 
         for r in range(rounds + 1):
             clear_sentence_cache()
             worker = make_worker(rt, worker_id="bench")  # cold chunker caches
+            fresh_prep_pool(rt.embedder.model_name, settings)
             reset()
             before = baseline.rate(2 * r) if baseline.texts else 0.0
             rt.embedder.timings.clear()

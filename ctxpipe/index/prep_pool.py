@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -88,6 +89,11 @@ def _prepare_here(nodes: list[ContextNode]) -> list[Prepared]:
     return prepare(_WORKER["chunker"], nodes, _WORKER["lines"])
 
 
+def _started(pause_s: float) -> int:
+    time.sleep(pause_s)  # held a moment, so that each call finds a different worker
+    return os.getpid()
+
+
 class PrepPool:
     """`processes` worker processes (spawned: safe beside CUDA) that prepare nodes."""
 
@@ -110,6 +116,17 @@ class PrepPool:
         futures = [self._pool.submit(_prepare_here, part) for part in parts]
         return [done for f in futures for done in f.result()]
 
+    def ready(self, tries: int = 20) -> int:
+        """Start every worker now (each loads the tokenizer) rather than on the first batch;
+        returns how many distinct workers answered (`processes`, unless one never did)."""
+        answered: set[int] = set()
+        for _ in range(tries):
+            futures = [self._pool.submit(_started, 0.1) for _ in range(self.processes)]
+            answered.update(f.result() for f in futures)
+            if len(answered) >= self.processes:
+                break
+        return len(answered)
+
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
@@ -129,4 +146,10 @@ def shared_pool(model_name: str, chunking: ChunkingConfig) -> PrepPool | None:
     return pool
 
 
-__all__ = ["PrepPool", "Prepared", "TokenizerFile", "prepare", "shared_pool"]
+def close_pools() -> None:
+    """Stop this process's prep pools (their workers and what they cached go with them)."""
+    while _POOLS:
+        _POOLS.popitem()[1].close()
+
+
+__all__ = ["PrepPool", "Prepared", "TokenizerFile", "close_pools", "prepare", "shared_pool"]

@@ -17,7 +17,7 @@ from ctxpipe.index import prep_pool
 from ctxpipe.index.chunker import DocumentChunker
 from ctxpipe.index.indexer import Indexer
 from ctxpipe.index.memory_replica import MemoryReplica
-from ctxpipe.index.prep_pool import PrepPool, TokenizerFile, prepare, shared_pool
+from ctxpipe.index.prep_pool import PrepPool, TokenizerFile, close_pools, prepare, shared_pool
 from ctxpipe.providers.embedder import PACKAGED_MODEL
 
 if TYPE_CHECKING:  # the fake model of tests/unit/conftest.py
@@ -103,3 +103,24 @@ def test_an_indexer_with_prep_processes_writes_the_same_rows(
             )
         )
     assert rows[0] == rows[1] and len(rows[0]) > 12
+
+
+def test_a_pool_is_started_whole_before_its_first_batch_and_closed_with_its_caches() -> None:
+    """`ready` starts every worker ahead of the first batch (a benchmark round, a worker's
+    start); `close_pools` stops them, so the next pool for the same settings starts cold."""
+    config = ChunkingConfig(prep_processes=2, chunk_overlap_tokens=16)  # not the module's pool
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(prep_pool, "_POOLS", {})
+        first = shared_pool(PACKAGED_MODEL, config)
+        assert first is not None and first.ready() == 2
+        assert shared_pool(PACKAGED_MODEL, config) is first  # kept for these settings
+        close_pools()
+        assert prep_pool._POOLS == {}
+        again = shared_pool(PACKAGED_MODEL, config)
+        assert again is not None and again is not first
+        assert again.prepare(nodes()) == prepared_here(config)
+        close_pools()
+
+
+def prepared_here(config: ChunkingConfig) -> list[object]:
+    return list(prepare(DocumentChunker(TokenizerFile(PACKAGED_MODEL), config), nodes(), True))

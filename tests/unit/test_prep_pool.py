@@ -105,22 +105,22 @@ def test_an_indexer_with_prep_processes_writes_the_same_rows(
     assert rows[0] == rows[1] and len(rows[0]) > 12
 
 
-def test_a_pool_is_started_whole_before_its_first_batch_and_closed_with_its_caches() -> None:
-    """`ready` starts every worker ahead of the first batch (a benchmark round, a worker's
-    start); `close_pools` stops them, so the next pool for the same settings starts cold."""
-    config = ChunkingConfig(prep_processes=2, chunk_overlap_tokens=16)  # not the module's pool
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(prep_pool, "_POOLS", {})
-        first = shared_pool(PACKAGED_MODEL, config)
-        assert first is not None and first.ready() == 2
-        assert shared_pool(PACKAGED_MODEL, config) is first  # kept for these settings
-        close_pools()
-        assert prep_pool._POOLS == {}
-        again = shared_pool(PACKAGED_MODEL, config)
-        assert again is not None and again is not first
-        assert again.prepare(nodes()) == prepared_here(config)
-        close_pools()
+def test_a_pool_starts_every_worker_before_its_first_batch(pool: PrepPool) -> None:
+    """`ready` (a benchmark round, a worker's start) has every worker loaded and answering."""
+    assert pool.ready() == 2
 
 
-def prepared_here(config: ChunkingConfig) -> list[object]:
-    return list(prepare(DocumentChunker(TokenizerFile(PACKAGED_MODEL), config), nodes(), True))
+def test_close_pools_stops_every_pool_of_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Closed pools leave the registry, so the next batch starts a pool afresh: its workers'
+    caches cold, as a benchmark round wants them."""
+    closed: list[object] = []
+
+    class Pool:
+        def close(self) -> None:
+            closed.append(self)
+
+    pools = {("a",): Pool(), ("b",): Pool()}
+    monkeypatch.setattr(prep_pool, "_POOLS", dict(pools))
+    close_pools()
+    assert prep_pool._POOLS == {}
+    assert sorted(map(id, closed)) == sorted(map(id, pools.values()))

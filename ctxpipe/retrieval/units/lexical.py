@@ -213,8 +213,10 @@ def unit_texts(text: str, chunk_refs: Sequence[str], context_type: str | None) -
     return list(out)
 
 
+@lru_cache(maxsize=1 << 16)
 def unit_key(text: str) -> str:
-    """The key of a unit's stored vector: 128-bit BLAKE2b of its text, hex."""
+    """The key of a unit's stored vector: 128-bit BLAKE2b of its text, hex. Cached: `find`
+    looks up the same units' vectors query after query."""
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 

@@ -44,7 +44,13 @@ for extra in (ROOT, ROOT / "bench"):
 
 import _index_corpus  # noqa: E402
 
-from ctxpipe.core.config import Settings  # noqa: E402
+from ctxpipe.core.config import (  # noqa: E402
+    CLAIM_BATCH_AUTO,
+    PASS_TOKENS_AUTO,
+    Settings,
+    gpu_prep_processes,
+    on_device,
+)
 from ctxpipe.core.enums import OutboxEventType  # noqa: E402
 from ctxpipe.core.models import ContextNode, OutboxEvent  # noqa: E402
 from ctxpipe.core.text import clear_sentence_cache  # noqa: E402
@@ -52,7 +58,7 @@ from ctxpipe.fs import ContextFS, FSRelationStore  # noqa: E402
 from ctxpipe.index.indexer import Indexer, SyncReport  # noqa: E402
 from ctxpipe.index.memory_replica import MemoryReplica  # noqa: E402
 from ctxpipe.index.prep_pool import close_pools, shared_pool  # noqa: E402
-from ctxpipe.providers.embedder import load_model  # noqa: E402
+from ctxpipe.providers.embedder import device_type, load_model  # noqa: E402
 from ctxpipe.providers.factory import make_embedder  # noqa: E402
 
 BENCH_SCHEMA = "ctxbench"
@@ -114,6 +120,7 @@ def round_row(
 def report_rounds(
     label: str,
     settings: Settings,
+    device: str,
     rows: list[Row],
     nodes: int,
     baseline: str,
@@ -126,9 +133,11 @@ def report_rounds(
     print(
         f"\nnodes {nodes}, chunks {chunks}, model {settings.embedding_model} on "
         f"{settings.embedding_device}, embedding batch {settings.embedding_batch_size}, "
-        f"precision {settings.embedding_precision}, outbox batch {settings.outbox_batch_size}, "
-        f"batch tokens {settings.embedding_batch_tokens}, "
-        f"prep processes {settings.chunking.prep_processes}"
+        f"precision {settings.embedding_precision}, outbox batch "
+        f"{on_device(settings.outbox_batch_size, device, CLAIM_BATCH_AUTO)}, batch tokens "
+        f"{on_device(settings.embedding_batch_tokens, device, PASS_TOKENS_AUTO)}, prep processes "
+        f"{on_device(settings.chunking.prep_processes, device, (0, gpu_prep_processes()))}"
+        f" (the settings as resolved on {device})"
     )
     print(f"index path ({label}): {pipe:8.1f} chunks/s (median of the rounds)")
     print(f"model.encode on the same chunk texts ({baseline}): {base:8.1f} chunks/s (median)")
@@ -144,11 +153,11 @@ def report_rounds(
         print(f"last round's time by stage: {split}")
 
 
-def fresh_prep_pool(model_name: str, settings: Settings) -> None:
+def fresh_prep_pool(indexer: Indexer, settings: Settings) -> None:
     """Prep processes (`CTXPIPE_CHUNKING__PREP_PROCESSES`) started afresh before a round, outside
     its time: their caches are as cold as the embed worker's."""
     close_pools()
-    pool = shared_pool(model_name, settings.chunking)
+    pool = shared_pool(indexer.model_name, settings.chunking, indexer.prep_processes)
     if pool is not None:
         pool.ready()
 
@@ -161,14 +170,14 @@ def run_memory(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseli
     uris = [n.uri for n in nodes]
     embedder = make_embedder(settings)
     baseline.model.encode(["warm up"] * 32, batch_size=32, show_progress_bar=False)
-    step = settings.outbox_batch_size
+    step = on_device(settings.outbox_batch_size, device_type(embedder), CLAIM_BATCH_AUTO)
     rows = []
     for r in range(rounds + 1):  # round 0 learns the chunk texts and warms the model up
         clear_sentence_cache()
         gc.collect()  # the last round's replica goes now, not inside this one
         replica = MemoryReplica(embedder.dimension)
         indexer = Indexer(fs, relations, replica, embedder, settings.chunking)  # cold caches
-        fresh_prep_pool(embedder.model_name, settings)
+        fresh_prep_pool(indexer, settings)
         before = baseline.rate(2 * r) if baseline.texts else 0.0
         report = SyncReport()
         embedder.timings.clear()
@@ -185,7 +194,9 @@ def run_memory(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseli
         after = baseline.rate(2 * r + 1)
         stages = {**report.timings, **embedder.timings}
         rows.append(round_row(r, before, after, elapsed, report.chunks, stages))
-    report_rounds("in-memory replica", settings, rows, len(nodes), baseline.label)
+    report_rounds(
+        "in-memory replica", settings, device_type(embedder), rows, len(nodes), baseline.label
+    )
     print(f"units written {report.units}, unit texts through the model {report.units_embedded}")
 
 
@@ -235,7 +246,7 @@ def run_db(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseline) 
         for r in range(rounds + 1):
             clear_sentence_cache()
             worker = make_worker(rt, worker_id="bench")  # cold chunker caches
-            fresh_prep_pool(rt.embedder.model_name, settings)
+            fresh_prep_pool(worker.indexer, settings)
             reset()
             before = baseline.rate(2 * r) if baseline.texts else 0.0
             rt.embedder.timings.clear()
@@ -254,7 +265,12 @@ def run_db(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseline) 
     finally:
         rt.close()
     report_rounds(
-        "claim → read → chunk → embed → COPY → done", settings, rows, len(nodes), baseline.label
+        "claim → read → chunk → embed → COPY → done",
+        settings,
+        device_type(rt.embedder),
+        rows,
+        len(nodes),
+        baseline.label,
     )
     write = rows[-1][4].get("write", 0.0)
     print(f"COPY/upsert share of the last round: {write / rows[-1][2]:.1%}")

@@ -10,8 +10,9 @@ module reads the environment on its own.
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -113,6 +114,30 @@ class ForgettingConfig(BaseModel):
 # what the model reads to embed a line or a sentence (`retrieval.unit_encoding`)
 UnitContext = Literal["chunk", "line", "none"]
 
+# a setting of the index path whose best value depends on the embedding device (`on_device`)
+Auto = Literal["auto"]
+
+
+def on_device(value: int | Auto, device_type: str, auto: tuple[int, int]) -> int:
+    """The value of an index setting where the embedder runs on `device_type` (`cpu`,
+    `cuda`, ...): as set, or, left at `auto`, the second of `auto` (cpu, gpu) on a CUDA device
+    and the first elsewhere. On a GPU the host's work is most of the index path (the model's
+    passes are 10-30 % of it), so a GPU worker claims larger batches, reads more tokens a pass
+    and chunks in processes."""
+    if value != "auto":
+        return int(value)
+    return auto[1] if device_type == "cuda" else auto[0]
+
+
+CLAIM_BATCH_AUTO = (64, 256)  # `Settings.outbox_batch_size` left at auto: on a CPU, a GPU
+PASS_TOKENS_AUTO = (8192, 32768)  # `Settings.embedding_batch_tokens` left at auto
+
+
+def gpu_prep_processes() -> int:
+    """The prep processes an embed worker on a GPU starts when left at `auto`: half the
+    host's cores, at most 8 (what kept the H100's index path at `model.encode`'s pace)."""
+    return max(1, min(8, (os.cpu_count() or 2) // 2))
+
 
 class ChunkingConfig(BaseModel):
     model_config = ConfigDict(use_attribute_docstrings=True)
@@ -129,10 +154,10 @@ class ChunkingConfig(BaseModel):
         "its lines' and sentences' vectors, which spares encoding its long text a second time, "
         "or (`model`) the model's encoding of the whole text",
     )
-    prep_processes: int = Field(0, ge=0, le=64)
+    prep_processes: Annotated[int, Field(ge=0, le=64)] | Auto = "auto"
     """processes that chunk the nodes of a batch and find their lines and sentences (0: the
-    embed worker itself; a GPU worker, whose one Python thread otherwise leaves the GPU
-    waiting: the cores it can spare)"""
+    embed worker itself; `auto`: none on a CPU, half the cores and at most 8 on a GPU, whose
+    worker's one Python thread otherwise leaves the GPU waiting)"""
     unit_context: UnitContext = Field(
         "chunk",
         description="what the model reads to give a line or sentence its vector: (`chunk`) the "
@@ -186,9 +211,10 @@ class Settings(BaseSettings):
     embedding_device: str = Field("auto", description="auto | cpu | cuda | cuda:N | mps")
     embedding_batch_size: int = Field(32, ge=1)
     """texts per embedding batch"""
-    embedding_batch_tokens: int = Field(8192, ge=64)
+    embedding_batch_tokens: Annotated[int, Field(ge=64)] | Auto = "auto"
     """padded tokens per forward pass of the index path: texts of like length are batched
-    together, as many as fit (the default is 32 texts of the model's full length)"""
+    together, as many as fit (`auto`: 8192 on a CPU, 32 texts of the model's full length;
+    32768 on a GPU)"""
     embedding_precision: Literal["float32", "float16", "bfloat16"] = "float32"
     """the model's weights and activations on a GPU (`float16`/`bfloat16` halve the memory
     traffic); a CPU always runs float32"""
@@ -273,8 +299,8 @@ class Settings(BaseSettings):
     retrieval: RetrievalConfig = RetrievalConfig()
 
     # outbox / index
-    outbox_batch_size: int = Field(64, ge=1)
-    """outbox events claimed per batch"""
+    outbox_batch_size: Annotated[int, Field(ge=1)] | Auto = "auto"
+    """outbox events an embed worker claims per batch (`auto`: 64 on a CPU, 256 on a GPU)"""
     outbox_lease_s: float = Field(60.0, gt=0)
     """lease of a claimed outbox event before it can be reclaimed (seconds)"""
     outbox_max_retries: int = Field(5, ge=1)

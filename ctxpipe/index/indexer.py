@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxpipe.core.config import ChunkingConfig
+from ctxpipe.core.config import ChunkingConfig, gpu_prep_processes, on_device
 from ctxpipe.core.errors import NodeNotFoundError
 from ctxpipe.core.models import ChunkRecord, ContextNode, RelationEdge
 from ctxpipe.core.uri import node_uri
@@ -39,7 +39,7 @@ from ctxpipe.index.chunker import DocumentChunker
 from ctxpipe.index.prep_pool import prepare, shared_pool
 from ctxpipe.index.replica import NodeState, NodeWrite, ReplicaRows
 from ctxpipe.providers.base import Embedder
-from ctxpipe.providers.embedder import normalised
+from ctxpipe.providers.embedder import device_type, normalised
 from ctxpipe.retrieval.units.encoding import LineUnits, encode_units, unit_texts_of
 from ctxpipe.retrieval.units.lexical import unit_key
 
@@ -111,6 +111,13 @@ class Indexer:
     @property
     def model_name(self) -> str:
         return str(self.embedder.model_name)
+
+    @property
+    def prep_processes(self) -> int:
+        """`ChunkingConfig.prep_processes` where this embedder runs (`auto`: none on a CPU,
+        `gpu_prep_processes` on a GPU)."""
+        auto = (0, gpu_prep_processes())
+        return on_device(self._chunking.prep_processes, device_type(self.embedder), auto)
 
     def check_dimension(self) -> None:
         """The model's vector size must be the schema's (`EmbeddingError` otherwise)."""
@@ -214,7 +221,7 @@ class Indexer:
         """Chunk every node and find its lines (in the prep processes when there are some),
         then embed all new texts of the batch (chunks and units) together."""
         started = time.perf_counter()
-        pool = shared_pool(self.model_name, self._chunking)
+        pool = shared_pool(self.model_name, self._chunking, self.prep_processes)
         done = (
             pool.prepare(nodes)
             if pool is not None

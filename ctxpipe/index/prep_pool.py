@@ -134,15 +134,16 @@ class PrepPool:
 _POOLS: dict[tuple[str, str, int, int], PrepPool] = {}  # one per process and settings
 
 
-def shared_pool(model_name: str, chunking: ChunkingConfig) -> PrepPool | None:
-    """The process's pool for these settings (None when `prep_processes` is 0): started once,
-    its workers kept for every batch (a spawned worker takes a second or two to start)."""
-    if chunking.prep_processes <= 0:
+def shared_pool(model_name: str, chunking: ChunkingConfig, processes: int) -> PrepPool | None:
+    """The process's pool of `processes` workers for these settings (None when 0): started
+    once, its workers kept for every batch (a spawned worker takes a second or two to start).
+    `processes`: `chunking.prep_processes` as the embedder's device resolves it."""
+    if processes <= 0:
         return None
-    key = (model_name, chunking.model_dump_json(), chunking.prep_processes, os.getpid())
+    key = (model_name, chunking.model_dump_json(), processes, os.getpid())
     pool = _POOLS.get(key)
     if pool is None:
-        pool = _POOLS[key] = PrepPool(model_name, chunking, chunking.prep_processes)
+        pool = _POOLS[key] = PrepPool(model_name, chunking, processes)
     return pool
 
 

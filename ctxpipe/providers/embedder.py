@@ -9,6 +9,7 @@ parent's (possibly CUDA) model object.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ctxpipe.core.config import PASS_TOKENS_AUTO, Auto, on_device
 from ctxpipe.core.errors import EmbeddingError
 from ctxpipe.providers.base import EmbeddingVector, Span
 from ctxpipe.providers.token_reader import Precision, TokenReader, token_counts, token_starts
@@ -164,7 +166,7 @@ class SentenceTransformerEmbedder:
         device: str = "auto",
         batch_size: int = 32,
         *,
-        batch_tokens: int = 8192,
+        batch_tokens: int | Auto = "auto",
         precision: Precision = "float32",
     ) -> None:
         if batch_size < 1:
@@ -180,6 +182,11 @@ class SentenceTransformerEmbedder:
 
     def __repr__(self) -> str:
         return f"SentenceTransformerEmbedder({self.model_name!r}, device={self.device!r})"
+
+    @functools.cached_property
+    def device_type(self) -> str:
+        """`cuda`, `cpu`, `mps`...: where the model runs (`auto` resolved; nothing loaded)."""
+        return resolve_device(self.device).split(":", 1)[0]
 
     @property
     def model(self) -> SentenceTransformer:
@@ -296,8 +303,9 @@ class SentenceTransformerEmbedder:
         reader = self._readers.get(key)
         if reader is None:
             self._readers.clear()
+            tokens = on_device(self.batch_tokens, model.device.type, PASS_TOKENS_AUTO)
             reader = self._readers[key] = TokenReader(
-                model, self.max_seq_length, self.batch_tokens, self.precision
+                model, self.max_seq_length, tokens, self.precision
             )
         return reader
 
@@ -324,6 +332,11 @@ class SentenceTransformerEmbedder:
     def token_starts(self, texts: Sequence[str]) -> list[list[int]]:
         """Where each token of each text starts (no special tokens, no truncation)."""
         return token_starts(self._reader().plain, texts)
+
+
+def device_type(embedder: object) -> str:
+    """Where an embedder runs (`cuda`, `cpu`, ...); `cpu` for one that does not say."""
+    return str(getattr(embedder, "device_type", "cpu"))
 
 
 def normalised(vector: Any) -> Any:

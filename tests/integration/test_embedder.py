@@ -229,3 +229,12 @@ def test_fit_leaves_a_text_the_model_cannot_read_whole(emb: SentenceTransformerE
     assert len(read) == 2
     stages = set(emb.timings)
     assert {"tokenize", "model", "pool"} <= stages  # the bench's breakdown
+
+
+def test_on_a_cpu_the_model_reads_8192_tokens_a_pass_unless_set() -> None:
+    """`CTXPIPE_EMBEDDING_BATCH_TOKENS=auto` resolves where the model runs (32,768 on a GPU;
+    tests/unit/test_device_defaults.py)."""
+    auto = SentenceTransformerEmbedder(PACKAGED_MODEL, device="cpu")
+    assert auto.device_type == "cpu" and auto._reader().batch_tokens == 8192
+    fixed = SentenceTransformerEmbedder(PACKAGED_MODEL, device="cpu", batch_tokens=4096)
+    assert fixed._reader().batch_tokens == 4096

@@ -62,7 +62,7 @@ def pool() -> Iterator[PrepPool]:
     takes a second or two to start) and closed at its end."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(prep_pool, "_POOLS", {})  # this module's pools only, none left behind
-        p = shared_pool(PACKAGED_MODEL, CONFIG)
+        p = shared_pool(PACKAGED_MODEL, CONFIG, 2)
         assert p is not None and p.processes == 2
         yield p
         p.close()
@@ -90,7 +90,7 @@ def test_an_indexer_with_prep_processes_writes_the_same_rows(
         replica = MemoryReplica(8)
         config = ChunkingConfig(prep_processes=processes)
         # the indexer's pool: none without prep processes, else the one kept for these settings
-        assert shared_pool(PACKAGED_MODEL, config) is (pool if processes else None)
+        assert shared_pool(PACKAGED_MODEL, config, processes) is (pool if processes else None)
         embedder = hash_embedder(PACKAGED_MODEL, tokens)
         indexer = Indexer(fs, FSRelationStore(fs), replica, embedder, config)
         report = indexer.sync_nodes(uris)

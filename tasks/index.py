@@ -140,7 +140,6 @@ def _check_embed_worker(sender: Any = None, **_: Any) -> None:
 
 def _warm(worker: IndexWorker) -> None:
     try:
-        worker.indexer.chunker.count_tokens("warm up")
-        worker.indexer.embedder.encode(["warm up"])
+        worker.indexer.warm()
     except Exception as exc:  # noqa: BLE001
         log.warning("embedding model warm-up failed: %s", exc)

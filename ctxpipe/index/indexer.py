@@ -119,6 +119,15 @@ class Indexer:
         auto = (0, gpu_prep_processes())
         return on_device(self._chunking.prep_processes, device_type(self.embedder), auto)
 
+    def warm(self) -> None:
+        """Load what the first batch would otherwise wait for: the tokenizer, the model, and
+        the prep processes (started, each with its tokenizer loaded)."""
+        self.chunker.count_tokens("warm up")
+        self.embedder.encode(["warm up"])
+        pool = shared_pool(self.model_name, self._chunking, self.prep_processes)
+        if pool is not None:
+            pool.ready()
+
     def check_dimension(self) -> None:
         """The model's vector size must be the schema's (`EmbeddingError` otherwise)."""
         if not self._dimension_ok:

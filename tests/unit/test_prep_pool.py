@@ -110,6 +110,17 @@ def test_a_pool_starts_every_worker_before_its_first_batch(pool: PrepPool) -> No
     assert pool.ready() == 2
 
 
+def test_a_warm_indexer_has_its_model_and_its_prep_processes_started(
+    tmp_path: Path, hash_embedder: type[HashEmbedder], pool: PrepPool
+) -> None:
+    """What an embed worker does when it starts (`Indexer.warm`), before its first batch."""
+    fs = ContextFS(tmp_path)
+    embedder = hash_embedder(PACKAGED_MODEL, TokenizerFile(PACKAGED_MODEL))
+    Indexer(fs, FSRelationStore(fs), MemoryReplica(8), embedder, CONFIG).warm()
+    assert embedder.read == ["warm up"]  # the model read once
+    assert list(prep_pool._POOLS.values()) == [pool]  # the pool of these settings, started
+
+
 def test_close_pools_stops_every_pool_of_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """Closed pools leave the registry, so the next batch starts a pool afresh: its workers'
     caches cold, as a benchmark round wants them."""

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ctxpipe.core.config import CLAIM_BATCH_AUTO, Settings, on_device
+from ctxpipe.core.config import Settings
 from ctxpipe.fs import ContextFS, FSRelationStore
 from ctxpipe.index.indexer import Indexer
 from ctxpipe.index.repair import RepairJob
 from ctxpipe.index.replica import ReplicaStore
 from ctxpipe.index.worker import IndexWorker
 from ctxpipe.providers.base import Embedder
-from ctxpipe.providers.embedder import device_type
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.outbox_store import OutboxStore
 
@@ -49,18 +48,12 @@ def make_indexer(rt: IndexAdapters) -> Indexer:
     return Indexer(rt.fs, rt.relations, make_replica(rt), rt.embedder, rt.settings.chunking)
 
 
-def claim_batch_size(rt: IndexAdapters) -> int:
-    """`Settings.outbox_batch_size` where the embedder runs (`auto`: 64 on a CPU, 256 on a
-    GPU)."""
-    return on_device(rt.settings.outbox_batch_size, device_type(rt.embedder), CLAIM_BATCH_AUTO)
-
-
 def make_worker(rt: IndexAdapters, worker_id: str | None = None) -> IndexWorker:
     return IndexWorker(
         make_outbox(rt),
         make_indexer(rt),
         worker_id=worker_id,
-        batch_size=claim_batch_size(rt),
+        batch_size=rt.settings.outbox_batch_size,
     )
 
 
@@ -76,7 +69,6 @@ def make_repair(rt: IndexAdapters) -> RepairJob:
 
 __all__ = [
     "IndexAdapters",
-    "claim_batch_size",
     "make_indexer",
     "make_outbox",
     "make_repair",

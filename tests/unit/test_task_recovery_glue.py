@@ -37,6 +37,23 @@ def test_postgres_down_when_a_task_reads_its_state_and_counts_its_delivery_is_tr
     assert steps.TransientStepError in plan.autoretry_for
 
 
+def test_a_message_the_broker_redelivered_is_counted_as_a_redelivery() -> None:
+    """The broker flags a message it gives again after its worker process was lost without
+    acknowledging it: only those count towards failing the commit as a poison task."""
+    archive.push_request(id="task-1", retries=0, delivery_info={"redelivered": True})
+    try:
+        assert archive.delivery() == steps.Delivery("archive", 0, redelivered=True)
+        assert archive.delivery().key == "archive#0 redelivered"
+    finally:
+        archive.pop_request()
+    plan.push_request(id="task-2", retries=1, delivery_info={"routing_key": "commit"})
+    try:
+        assert plan.delivery() == steps.Delivery("plan", 1)
+        assert plan.delivery().key == "plan#1"
+    finally:
+        plan.pop_request()
+
+
 @pytest.mark.parametrize(
     ("name", "args", "expected"),
     [

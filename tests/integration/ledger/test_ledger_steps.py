@@ -109,22 +109,44 @@ def test_a_commit_marked_failed_never_writes_later(
 def test_a_redelivered_step_is_counted_and_a_poison_task_stops(
     ledger: Ledger, make_components: MakeComponents
 ) -> None:
-    """The delivery is counted by the read of the step's state: the delivery after
-    MAX_DELIVERIES of a step that never finished fails the commit with a clear message
-    instead of running again, and every later task of it stops."""
+    """The delivery is counted by the read of the step's state: the broker's redelivery after
+    MAX_DELIVERIES of a message whose step never finished fails the commit with a clear
+    message instead of running again, and every later task of it stops."""
     c = make_components()
     req = make_req("steps-poison")
     steps.submit(ledger, req)
-    lost = steps.Delivery("archive", 0)
+    lost = steps.Delivery("archive", 0, redelivered=True)
     for _ in range(steps.MAX_DELIVERIES):  # each of these "lost its worker" before running
         assert ledger.state(req.commit_id, [], lost.key) is not None
-    with pytest.raises(CommitError, match="archive was delivered 6 times without finishing"):
+    with pytest.raises(CommitError, match="archive was redelivered 6 times without finishing"):
         steps.archive_step(c, ledger, req.commit_id, lost)
     row = row_of(ledger, req.commit_id)
     assert row.phase == "failed" and row.error_phase == "archive"
-    assert "delivered 6 times" in (row.error or "")
+    assert "redelivered 6 times" in (row.error or "")
     with pytest.raises(steps.CommitAlreadyFailedError):
         steps.write_step(c, ledger, req.commit_id, steps.Delivery("write", 0))
+
+
+def test_new_messages_of_a_step_are_counted_but_never_fail_it(
+    ledger: Ledger, make_components: MakeComponents
+) -> None:
+    """Re-drives send new messages of a step (a duplicate may run beside a late original):
+    they are counted, apart from redeliveries, and never fail the commit — the deaths of
+    whole worker nodes are bounded by the reaper."""
+    c = make_components()
+    req = make_req("steps-redriven")
+    steps.submit(ledger, req)
+    fresh = steps.Delivery("archive", 0)
+    for _ in range(steps.MAX_DELIVERIES + 2):  # started, then lost with their node
+        assert ledger.state(req.commit_id, [], fresh.key) is not None
+    ledger.state(req.commit_id, [], steps.Delivery("archive", 0, redelivered=True).key)
+    steps.archive_step(c, ledger, req.commit_id, fresh)
+    row = row_of(ledger, req.commit_id)
+    assert row.phase == "archived"
+    assert row.attempts == {
+        "archive#0": steps.MAX_DELIVERIES + 3,
+        "archive#0 redelivered": 1,
+    }
 
 
 def test_a_finished_step_redelivered_just_replays(

@@ -30,7 +30,7 @@ from celery.signals import (
 from ctxpipe.commit.recovery import BrokerWatch, CommitReaper, WorkerRegistry, incarnation_id
 from ctxpipe.core.config import Settings
 from ctxpipe.fs.redis_lock import set_holder
-from ctxpipe.storage.broker_queues import COMMIT_PATH_QUEUES, queue_depths
+from ctxpipe.storage.broker_queues import COMMIT_PATH_QUEUES, waiting_tasks
 from tasks import context
 from tasks.app import app
 from tasks.queues import PLAN, REAP, SUBMIT
@@ -107,6 +107,20 @@ def commit_of(task_name: str, args: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+# the most messages the reaper reads from the commit path's queues (~1–2 KB each) on a reap
+# that has quiet commits to account for; past it, a lost task is left to the sweeper
+WAITING_READ_LIMIT = 2_000
+
+
+def waiting_commits(client: redis.Redis, limit: int = WAITING_READ_LIMIT) -> set[str] | None:
+    """The commits with a task message waiting in the commit path's queues (None: more than
+    `limit` messages, too many to read)."""
+    tasks = waiting_tasks(client, COMMIT_PATH_QUEUES, limit)
+    if tasks is None:
+        return None
+    return {c for name, args in tasks if (c := commit_of(name, args)) is not None}
+
+
 @task_received.connect
 def _on_task_received(request: Any = None, **_: Any) -> None:
     inc = _node["incarnation"]
@@ -174,7 +188,7 @@ def reap() -> dict[str, Any]:
         registry(settings, client),
         BrokerWatch(client),
         lambda commit_id, start: workflow(commit_id, start).apply_async(),
-        queued=lambda: any(queue_depths(settings.redis_url, COMMIT_PATH_QUEUES, client).values()),
+        waiting=lambda: waiting_commits(client),
         lost_after_s=settings.lost_task_after_s,
     )
     report = reaper.reap()

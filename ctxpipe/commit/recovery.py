@@ -13,8 +13,9 @@ or one restarted from an older file), so every commit in flight that was accepte
 restart is re-driven too. A commit whose next task message was lost with no worker holding
 it — the broker hands a message over before the worker records it, and a worker killed in
 between loses it — is re-driven once it has been quiet for `lost_after_s` while no live worker
-holds a task of it and the commit path's queues are empty (a message waiting there may be its
-own). The stuck-commit sweeper stays as the last resort.
+holds a task of it and no message of it waits in the commit path's queues (they are read: a
+backlog does not hold up the others' recovery). The stuck-commit sweeper stays as the last
+resort, and takes over when the queues hold too many messages to read every few seconds.
 
 Every step is idempotent (write-once phase outputs, deterministic URIs and event ids), so a
 re-drive that races with a late original delivery costs work, never correctness. A commit
@@ -220,20 +221,21 @@ class CommitReaper:
         *,
         max_redrives: int = 5,
         limit: int = 1000,
-        queued: Callable[[], bool] | None = None,
+        waiting: Callable[[], set[str] | None] | None = None,
         lost_after_s: float = 0.0,
     ) -> None:
         """`max_redrives`: re-drives after a worker died while running the commit's task; the
-        next such death fails the commit. `queued`: whether any message waits in the commit
-        path's queues; with it and `lost_after_s` > 0, a commit quiet that long that no live
-        worker holds a task of, while those queues are empty, lost its next task: re-driven."""
+        next such death fails the commit. `waiting`: the commits with a message waiting in the
+        commit path's queues (None: unknown, too many to read); with it and `lost_after_s` >
+        0, a commit quiet that long that no live worker holds a task of and no queued message
+        names lost its next task: re-driven."""
         self.ledger = ledger
         self.registry = registry
         self.watch = watch
         self.redrive = redrive
         self.max_redrives = max_redrives
         self.limit = limit
-        self.queued = queued
+        self.waiting = waiting
         self.lost_after_s = lost_after_s
 
     def reap(self) -> ReapReport:
@@ -266,22 +268,26 @@ class CommitReaper:
                     self._redrive(commit_id, "the broker restarted", report, died_running=False)
             # only now: a reap that failed half-way (PostgreSQL down) sees the restart again
             self.watch.acknowledge()
-        if self.queued is not None and self.lost_after_s > 0:
+        if self.waiting is not None and self.lost_after_s > 0:
             self._lost(done, report)
         return report
 
     def _lost(self, done: set[str], report: ReapReport) -> None:
-        """Re-drive the quiet commits whose next task no one holds and no queue may hold. In
+        """Re-drive the quiet commits whose next task no one holds and no queue holds. In
         this order — the ledger, the queues, the workers — a message taken from a queue after
-        the queues were looked at is held by then."""
+        the queues were read is held by then."""
         stuck = self.ledger.stuck(self.lost_after_s, self.limit)
         quiet = [c for c, _p, _a in stuck if c not in done]
-        if not quiet or self.queued is None or self.queued():
+        if not quiet or self.waiting is None:
             return
+        waiting = self.waiting()
+        if waiting is None:
+            return  # too many messages to read: the sweeper's
         held = self.registry.held()
         for commit_id in quiet:
-            if commit_id in held:
-                continue  # running (an LLM call may be slow), prefetched or waiting for its ETA
+            if commit_id in held or commit_id in waiting:
+                continue  # running (an LLM call may be slow), prefetched, waiting for its ETA
+                # or in a queue behind others
             done.add(commit_id)
             if self._redrive(commit_id, "its next task was lost", report, died_running=False):
                 report.lost.append(commit_id)

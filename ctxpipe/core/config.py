@@ -320,8 +320,9 @@ class Settings(BaseSettings):
     restart, the commits in flight (seconds)"""
     lost_task_after_s: float = Field(30.0, ge=0)
     """the reaper re-drives a commit without progress for this long when no live worker holds a
-    task of it and the commit and extract queues are empty: the broker handed its next task to a
-    worker that died before recording it (seconds; 0 = leave it to the stuck-commit sweeper)"""
+    task of it and no message of it waits in the commit and extract queues: the broker handed its
+    next task to a worker that died before recording it (seconds; 0 = leave it to the
+    stuck-commit sweeper)"""
     worker_heartbeat_ttl_s: float = Field(10.0, gt=0)
     """a worker node whose heartbeat is older than this is dead: its commits are re-driven
     (seconds)"""

@@ -1,7 +1,10 @@
-"""Depths of the Celery queues on a Redis broker (one ``LLEN`` per list, one round trip)."""
+"""Depths of the Celery queues on a Redis broker (one ``LLEN`` per list, one round trip), and
+the tasks waiting in them."""
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,4 +34,42 @@ def queue_depths(redis_url: str, queues: Sequence[str], client: Any = None) -> d
     return {q: int(sum(counts[i * n : (i + 1) * n])) for i, q in enumerate(queues)}
 
 
-__all__ = ["COMMIT_PATH_QUEUES", "queue_depths"]
+def waiting_tasks(
+    client: Any, queues: Sequence[str], limit: int = 10_000
+) -> list[tuple[str, list[Any]]] | None:
+    """The tasks whose messages wait in `queues` (every priority list): each task's name and
+    positional arguments, read from the messages as kombu's Redis transport stores them (a
+    JSON envelope, the body a JSON `[args, kwargs, embed]`, base64-encoded or not). None when
+    more than `limit` messages wait (too many to read every few seconds). A message that is
+    not a task message of protocol 2 is left out."""
+    lists = [q + suffix for q in queues for suffix in _PRIORITY_SUFFIXES]
+    pipe = client.pipeline()
+    for name in lists:
+        pipe.llen(name)
+    if sum(int(n) for n in pipe.execute()) > limit:
+        return None
+    pipe = client.pipeline()
+    for name in lists:
+        pipe.lrange(name, 0, limit)
+    out: list[tuple[str, list[Any]]] = []
+    for raw in (m for found in pipe.execute() for m in found):
+        task = _task_of(raw)
+        if task is not None:
+            out.append(task)
+    return out
+
+
+def _task_of(raw: bytes | str) -> tuple[str, list[Any]] | None:
+    try:
+        envelope = json.loads(raw)
+        name = envelope["headers"]["task"]
+        body = envelope["body"]
+        if envelope.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        args = json.loads(body)[0]
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
+    return (name, args) if isinstance(name, str) and isinstance(args, list) else None
+
+
+__all__ = ["COMMIT_PATH_QUEUES", "queue_depths", "waiting_tasks"]

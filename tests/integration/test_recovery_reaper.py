@@ -276,22 +276,24 @@ def test_a_hold_stays_listed_when_an_earlier_hold_of_its_key_leaves_after_it(
     assert not client.exists("ctxpipe:lock:owner:acme/x")
 
 
-def test_a_quiet_commit_whose_next_task_nobody_holds_is_redriven_once_the_queues_are_empty(
+def test_a_quiet_commit_whose_next_task_nobody_holds_nor_any_queue_is_redriven(
     ledger: CommitLedger, client: redis.Redis
 ) -> None:
     """The broker hands a message over before the worker records it: a worker killed in
     between loses the commit's next task with no trace in the registry. Such a commit is
     re-driven once quiet — not while a live worker holds a task of it (a slow LLM call), nor
-    while a message waits in the commit path's queues (it may be its own)."""
+    while a message of it waits in the commit path's queues (behind a backlog); a backlog of
+    other commits does not hold it up, and queues too long to read leave it to the
+    sweeper."""
     sent: list[tuple[str, str]] = []
-    waiting = [True]
+    waiting: list[set[str] | None] = [{"c-lost"}]
     reg = WorkerRegistry(client, ttl_s=5)
     reap = CommitReaper(
         ledger,
         reg,
         BrokerWatch(client),
         lambda c, s: sent.append((c, s)),
-        queued=lambda: waiting[0],
+        waiting=lambda: waiting[0],
         lost_after_s=0.3,
     )
     reap.reap()  # the first look at this broker counts as a restart: nothing in flight yet
@@ -302,8 +304,10 @@ def test_a_quiet_commit_whose_next_task_nobody_holds_is_redriven_once_the_queues
     reg.track(live, "t1", "c-running", "archive", running=True)
     assert reap.reap().redriven == []  # not quiet yet
     time.sleep(0.5)
-    assert reap.reap().redriven == []  # quiet, but a message waits in the queues
-    waiting[0] = False
+    assert reap.reap().redriven == []  # quiet, but its message waits in a queue
+    waiting[0] = None
+    assert reap.reap().redriven == []  # the queues too long to read
+    waiting[0] = {"c-other", "c-more"}  # a backlog of other commits' messages
     report = reap.reap()
     assert report.lost == report.redriven == ["c-lost"] and sent == [("c-lost", "archive")]
     row = ledger.get("c-lost")
@@ -312,3 +316,33 @@ def test_a_quiet_commit_whose_next_task_nobody_holds_is_redriven_once_the_queues
     reg.untrack(live, "t1")  # the held commit's task finished without progress: lost too
     time.sleep(0.5)
     assert sorted(reap.reap().lost) == ["c-lost", "c-running"]
+
+
+def test_the_commits_waiting_in_the_queues_are_read_from_the_celery_messages(
+    client: redis.Redis, clean_redis: str
+) -> None:
+    """The messages Celery puts on the broker, read back: each commit task's commit (the
+    chord body's is its second argument), at any priority; other tasks and foreign messages
+    are left out; too many messages to read is None."""
+    from celery import Celery
+
+    from tasks.queues import PLAN, START, SUBMIT, TASK_ROUTES
+    from tasks.recovery import waiting_commits
+
+    app = Celery("producer", broker=clean_redis, set_as_current=False)
+    app.conf.task_routes = TASK_ROUTES
+    client.delete("commit", "extract")
+    try:
+        app.send_task("ctxpipe.commit.archive", args=["c-a"])
+        app.send_task("ctxpipe.commit.extract_profile", args=["c-b"])
+        app.send_task(PLAN, args=[[{"x": 1}, None], "c-c"], priority=6)
+        app.send_task(START, args=["c-d", "archive"])
+        app.send_task(SUBMIT, args=[{"commit_id": "c-e"}])  # not recorded yet: not a commit's
+        client.rpush("commit", b"not a celery message")
+        assert client.llen("commit") >= 4 and client.llen("extract") == 1
+        assert waiting_commits(client) == {"c-a", "c-b", "c-c", "c-d"}
+        assert waiting_commits(client, limit=5) is None  # 6 messages
+        assert waiting_commits(client, limit=6) == {"c-a", "c-b", "c-c", "c-d"}
+    finally:
+        app.close()
+        client.delete("commit", "extract", "commit\x06\x166")

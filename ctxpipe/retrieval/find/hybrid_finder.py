@@ -83,6 +83,9 @@ class HybridFinder:
         self.vectors = UnitVectors(embedder, context=unit_context)
         self.stored_units = StoredUnitCache(self.store.unit_vectors)
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="find-embed")
+        # the stored unit vectors' fetches (waits on PostgreSQL): their own threads, so that
+        # concurrent finds' fetches never queue behind their question embeddings
+        self._fetches = ThreadPoolExecutor(max_workers=8, thread_name_prefix="find-units")
 
     @property
     def max_score(self) -> float:
@@ -182,11 +185,12 @@ class HybridFinder:
         if not rows:
             return []
         cfg = self.config
+        pending: Future[dict[str, dict[str, np.ndarray]]] | None = None
+        if cfg.stored_units and cfg.dense_rows:  # fetched while the candidates' lines are split
+            pending = self._fetches.submit(self.stored_units.get, rows[: cfg.dense_rows], q.shape)
         ex = explode(rows)
         dated = line_bonus(periods, ex.lines, ex.line_row, rows, cfg.date_weight, cfg.rrf_k)
-        stored: dict[str, dict[str, np.ndarray]] = {}
-        if cfg.stored_units and cfg.dense_rows:
-            stored = self.stored_units.get(rows[: cfg.dense_rows], q.shape)
+        stored = pending.result() if pending is not None else {}
         ranked = rank_sentences(
             rows,
             ex,

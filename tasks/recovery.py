@@ -30,7 +30,7 @@ from celery.signals import (
 from ctxpipe.commit.recovery import BrokerWatch, CommitReaper, WorkerRegistry, incarnation_id
 from ctxpipe.core.config import Settings
 from ctxpipe.fs.redis_lock import set_holder
-from ctxpipe.storage.broker_queues import COMMIT_PATH_QUEUES, waiting_tasks
+from ctxpipe.storage.broker_queues import COMMIT_PATH_QUEUES, WAITING_READ_LIMIT, waiting_tasks
 from tasks import context
 from tasks.app import app
 from tasks.queues import PLAN, REAP, SUBMIT
@@ -105,11 +105,6 @@ def commit_of(task_name: str, args: Any) -> str | None:
     except (IndexError, TypeError, KeyError):
         return None
     return value if isinstance(value, str) else None
-
-
-# the most messages the reaper reads from the commit path's queues (~1–2 KB each) on a reap
-# that has quiet commits to account for; past it, a lost task is left to the sweeper
-WAITING_READ_LIMIT = 2_000
 
 
 def waiting_commits(client: redis.Redis, limit: int = WAITING_READ_LIMIT) -> set[str] | None:

@@ -285,9 +285,10 @@ class CommitReaper:
             return  # too many messages to read: the sweeper's
         held = self.registry.held()
         for commit_id in quiet:
+            # held: running (an LLM call may be slow), prefetched or waiting for its ETA;
+            # waiting: in a queue behind others
             if commit_id in held or commit_id in waiting:
-                continue  # running (an LLM call may be slow), prefetched, waiting for its ETA
-                # or in a queue behind others
+                continue
             done.add(commit_id)
             if self._redrive(commit_id, "its next task was lost", report, died_running=False):
                 report.lost.append(commit_id)

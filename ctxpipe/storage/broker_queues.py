@@ -34,22 +34,23 @@ def queue_depths(redis_url: str, queues: Sequence[str], client: Any = None) -> d
     return {q: int(sum(counts[i * n : (i + 1) * n])) for i, q in enumerate(queues)}
 
 
+# the most waiting messages read at once (~1–2 KB each): the reaper reads them every few
+# seconds while a commit is quiet; past it, a lost task is left to the stuck-commit sweeper
+WAITING_READ_LIMIT = 2_000
+
+
 def waiting_tasks(
-    client: Any, queues: Sequence[str], limit: int = 10_000
+    client: Any, queues: Sequence[str], limit: int = WAITING_READ_LIMIT
 ) -> list[tuple[str, list[Any]]] | None:
     """The tasks whose messages wait in `queues` (every priority list): each task's name and
     positional arguments, read from the messages as kombu's Redis transport stores them (a
     JSON envelope, the body a JSON `[args, kwargs, embed]`, base64-encoded or not). None when
     more than `limit` messages wait (too many to read every few seconds). A message that is
     not a task message of protocol 2 is left out."""
-    lists = [q + suffix for q in queues for suffix in _PRIORITY_SUFFIXES]
-    pipe = client.pipeline()
-    for name in lists:
-        pipe.llen(name)
-    if sum(int(n) for n in pipe.execute()) > limit:
+    if sum(queue_depths("", queues, client).values()) > limit:
         return None
     pipe = client.pipeline()
-    for name in lists:
+    for name in (q + suffix for q in queues for suffix in _PRIORITY_SUFFIXES):
         pipe.lrange(name, 0, limit)
     out: list[tuple[str, list[Any]]] = []
     for raw in (m for found in pipe.execute() for m in found):
@@ -72,4 +73,4 @@ def _task_of(raw: bytes | str) -> tuple[str, list[Any]] | None:
     return (name, args) if isinstance(name, str) and isinstance(args, list) else None
 
 
-__all__ = ["COMMIT_PATH_QUEUES", "queue_depths", "waiting_tasks"]
+__all__ = ["COMMIT_PATH_QUEUES", "WAITING_READ_LIMIT", "queue_depths", "waiting_tasks"]

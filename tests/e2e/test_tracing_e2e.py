@@ -22,6 +22,7 @@ from ctxpipe.client import CtxClient
 from ctxpipe.storage.netutil import free_port
 
 COMMIT_ID = "e2e-trace-1"
+SECOND_ID = "e2e-trace-2"  # through the same worker processes: a trace of its own
 PHASES = {"commit.archive", "commit.extract", "commit.plan", "commit.write", "commit.register"}
 
 
@@ -77,6 +78,10 @@ def test_one_commit_is_one_trace_across_processes(  # type: ignore[no-untyped-de
                 SAMPLE_SESSION["messages"], session_id="s-trace", commit_id=COMMIT_ID
             )
             assert client.wait(cid, timeout=120).status == "success"
+            second = client.commit(
+                SAMPLE_SESSION["messages"], session_id="s-trace-2", commit_id=SECOND_ID
+            )
+            assert client.wait(second, timeout=120).status == "success"
             deadline = time.monotonic() + 90
             while not client.find("Where does the user live?", 5).hits:
                 assert time.monotonic() < deadline, started[2].text()[-3000:]
@@ -90,8 +95,27 @@ def test_one_commit_is_one_trace_across_processes(  # type: ignore[no-untyped-de
     logs = [w.text() for w in started] + [api_log.read_text(errors="replace")]
     spans = [sp for text in logs for sp in spans_in(text)]
 
-    (submit,) = [sp for sp in spans if sp["name"] == "commit.submit"]
-    assert submit["attributes"]["ctxpipe.commit.id"] == COMMIT_ID
+    # each commit's phases are in its own trace (a worker process that ran the first commit's
+    # steps does not run the second's in the first's context)
+    for commit_id in (COMMIT_ID, SECOND_ID):
+        (sub,) = [
+            sp
+            for sp in spans
+            if sp["name"] == "commit.submit" and sp["attributes"]["ctxpipe.commit.id"] == commit_id
+        ]
+        phases = [
+            sp
+            for sp in spans
+            if sp["name"] in PHASES and sp["context"]["trace_id"] == sub["context"]["trace_id"]
+        ]
+        assert {sp["name"] for sp in phases} == PHASES, commit_id
+        assert {sp["attributes"]["ctxpipe.commit.id"] for sp in phases} == {commit_id}
+
+    (submit,) = [
+        sp
+        for sp in spans
+        if sp["name"] == "commit.submit" and sp["attributes"]["ctxpipe.commit.id"] == COMMIT_ID
+    ]
     assert submit["resource"]["attributes"]["service.name"] == "ctxpipe-api"
     trace_id = submit["context"]["trace_id"]
     trace = [sp for sp in spans if sp["context"]["trace_id"] == trace_id]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import multiprocessing
+import signal
 import threading
 
 import pytest
@@ -60,6 +62,57 @@ def test_an_error_of_the_coroutine_is_raised_and_the_loop_still_serves() -> None
     with pytest.raises(ValueError, match="boom"):
         run_on_thread_loop(fails())
     assert run_on_thread_loop(_loop_id()) == run_on_thread_loop(_loop_id())
+
+
+_CURRENT: contextvars.ContextVar[str] = contextvars.ContextVar("current", default="")
+
+
+async def _current() -> str:
+    _CURRENT.set("set inside")  # a copy: the caller's value is not changed
+    return "seen"
+
+
+async def _read_current() -> str:
+    return _CURRENT.get()
+
+
+def test_each_coroutine_sees_its_callers_context_and_leaves_it_unchanged() -> None:
+    # a span current in a worker's task must be the parent of the step's spans
+    for value in ("first task", "second task"):
+        token = _CURRENT.set(value)
+        try:
+            assert run_on_thread_loop(_read_current()) == value
+            assert run_on_thread_loop(_current()) == "seen"
+            assert _CURRENT.get() == value
+        finally:
+            _CURRENT.reset(token)
+
+
+class _Costly:
+    """A result whose text form must never be built to run the step that returns it."""
+
+    formatted = 0
+
+    def __repr__(self) -> str:
+        _Costly.formatted += 1
+        return "costly"
+
+
+async def _costly() -> _Costly:
+    return _Costly()
+
+
+def test_the_main_threads_sigint_handler_is_left_alone_and_no_result_is_formatted() -> None:
+    assert threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGINT)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a CLI
+    try:
+        assert isinstance(run_on_thread_loop(_costly()), _Costly)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert signal.getsignal(signal.SIGINT) is before
+    assert _Costly.formatted == 0
 
 
 def test_inside_a_running_loop_it_refuses() -> None:

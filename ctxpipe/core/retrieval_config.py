@@ -148,6 +148,12 @@ class ContextConfig(BaseModel):
         "top_k above, at most max_hits)",
     )
     max_hits: int = Field(60, ge=1, description="hits asked of find per typed query at most")
+    replies: bool = Field(
+        True,
+        description="an archive hit that ends with a question is shown with its answer: the "
+        "next turn of its chunk, said by another speaker (the answer repeats few of the words "
+        "a query shares with the question)",
+    )
     snapshots_per_process: int = Field(
         256, ge=1, description="incremental-context snapshots a process keeps in memory"
     )

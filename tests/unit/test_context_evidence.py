@@ -10,6 +10,8 @@ from ctxpipe.core.enums import ContextType
 from ctxpipe.core.models import ContextNode
 from ctxpipe.core.session import RequestContext
 from ctxpipe.fs import ContextFS
+from ctxpipe.retrieval.config import ContextConfig
+from ctxpipe.retrieval.context.candidates import REPLY_WORDS, hit_candidates
 from ctxpipe.retrieval.context.context_builder import ContextBuilder, ContextRequest, ContextResult
 from ctxpipe.retrieval.models import FindFilters, FindHit
 from ctxpipe.retrieval.tokens import counter_for_model
@@ -178,3 +180,101 @@ def test_an_opened_turn_keeps_the_line_it_matched_and_shows_the_answer_after_it(
     assert "win anything for your photography" in res.text  # the line that matched stays
     assert "first prize" in res.text  # the reply after it comes with it
     assert res.total_tokens <= 110
+
+
+REPLY_CHUNK = "\n".join(
+    [
+        "[m1] user (Tom) on 3 May 2024: How long have you had such a great support system?",
+        "[m2] assistant (Ann) on 3 May 2024: I've known these friends for four years now.",
+        "[m3] assistant (Ann) on 3 May 2024: They helped me when I moved here last spring.",
+        "[m4] user (Tom) on 3 May 2024: That's lovely. Did the move go well?",
+    ]
+)
+
+
+def archive_hit(matched: list[str], text: str) -> FindHit:
+    return FindHit(
+        uri="ctx://acme/sessions/s1/archives/1",
+        level=2,
+        score=0.9,
+        context_type="session",
+        category="archive",
+        text=text,
+        source_refs=[f"s1:{m}" for m in matched],
+        chunk_text=REPLY_CHUNK,
+    )
+
+
+def test_an_archive_hit_is_shown_with_the_reply_to_the_turn_it_matched() -> None:
+    hit = archive_hit(
+        ["m1"], "Tom (3 May 2024): How long have you had such a great support system?"
+    )
+    (cand,) = hit_candidates([hit], "retrieval", 70, None, replies=True)
+    view = cand.view(0)
+    assert view is not None
+    assert [u.text for u in view] == [
+        "Tom (3 May 2024): How long have you had such a great support system?",
+        "Ann (3 May 2024): I've known these friends for four years now.",
+    ]
+    assert view[1].refs == ["s1:m2"]  # the reply cites its own turn only
+    (plain,) = hit_candidates([hit], "retrieval", 70, None)
+    assert [u.text for u in plain.view(0) or []] == [view[0].text]
+
+
+def test_no_reply_for_a_hit_that_asks_nothing_the_same_speaker_or_a_turn_it_holds() -> None:
+    # a statement: the next turn (Ann again, then Tom) is not an answer to it
+    hit = archive_hit(["m3"], "Ann (3 May 2024): They helped me when I moved here last spring.")
+    (cand,) = hit_candidates([hit], "retrieval", 70, None, replies=True)
+    assert len(cand.view(0) or []) == 1
+    # a question followed by more of the same speaker's words: no one answered it there
+    chunk = REPLY_CHUNK.replace("[m2] assistant (Ann)", "[m2] user (Tom)")
+    same = archive_hit(
+        ["m1"], "Tom (3 May 2024): How long have you had such a great support system?"
+    ).model_copy(update={"chunk_text": chunk})
+    (cand,) = hit_candidates([same], "retrieval", 70, None, replies=True)
+    assert len(cand.view(0) or []) == 1
+    # the hit matched the question and its answer: the answer is not repeated
+    both = archive_hit(
+        ["m1", "m2"],
+        "Ann (3 May 2024): I've known these friends for four years now.\n"
+        "Tom (3 May 2024): How long have you had such a great support system?",
+    )
+    (cand,) = hit_candidates([both], "retrieval", 70, None, replies=True)
+    assert len(cand.view(0) or []) == 2
+    # the last turn of the chunk has no answer in it
+    last = archive_hit(["m4"], "Tom (3 May 2024): That's lovely. Did the move go well?")
+    (cand,) = hit_candidates([last], "retrieval", 70, None, replies=True)
+    assert len(cand.view(0) or []) == 1
+
+
+def test_the_context_holds_the_answer_said_in_reply_to_the_turn_that_matched() -> None:
+    hit = archive_hit(
+        ["m1"], "Tom (3 May 2024): How long have you had such a great support system?"
+    )
+    fillers = [turn(i, f"We talked about garden sprinkler schedule number {i} again.", 0.5)
+               for i in range(2, 8)]  # fmt: skip
+    res = build([hit, *fillers], budget=120)
+    assert "four years" in res.text and "s1:m2" in res.cited_refs
+    off = ContextBuilder(COUNTER, config=ContextConfig(replies=False))
+    req = ContextRequest(query="How long has Ann known her friends?", budget=120, incremental=False)
+    assert "four years" not in off.build(req, CTX, FILTERS, hits=[hit, *fillers]).text
+
+
+def test_a_long_reply_is_shown_by_its_opening_sentences() -> None:
+    long_answer = " ".join(
+        f"Step {i} is to check the pipe number {i} for leaks." for i in range(40)
+    )
+    chunk = "\n".join(
+        [
+            "[m1] user (Tom) on 3 May 2024: How do I fix the leaking sink?",
+            f"[m2] assistant (bot) on 3 May 2024: Turn off the water first. {long_answer}",
+        ]
+    )
+    hit = archive_hit(["m1"], "Tom (3 May 2024): How do I fix the leaking sink?").model_copy(
+        update={"chunk_text": chunk}
+    )
+    (cand,) = hit_candidates([hit], "retrieval", 70, None, replies=True)
+    reply = (cand.view(0) or [])[1]
+    assert reply.text.startswith("bot (3 May 2024): Turn off the water first. Step 0 is")
+    assert len(reply.body.split()) <= REPLY_WORDS
+    assert reply.body.endswith("leaks.")  # whole sentences

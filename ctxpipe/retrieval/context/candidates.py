@@ -185,7 +185,11 @@ def hit_candidates(
     fs: ContextFS | None,
     start: int = 0,
     as_of: date | None = None,
+    *,
+    replies: bool = False,
 ) -> list[Candidate]:
+    """A candidate per hit; with `replies`, an archive hit's first view also holds the reply
+    to each turn it matched (`with_replies`)."""
     out: list[Candidate] = []
     for i, h in enumerate(hits):
         text = h.text or h.abstract
@@ -204,7 +208,7 @@ def hit_candidates(
                 score=h.score,
                 order=start + i,
                 uri=h.uri,
-                views=[_hit_units(h, text)],
+                views=[with_replies(h, _hit_units(h, text)) if replies else _hit_units(h, text)],
                 loader=loader,
             )
         )
@@ -234,6 +238,62 @@ def _hit_units(h: FindHit, text: str) -> View:
             m = _SPEAKER_RE.match(ln)
             out.append(Unit(ln, refs, prefix=m.group(0) if m else ""))
     return with_dates(out)
+
+
+_MARKERS_RE = re.compile(r"^\[([^\]]+)\]", re.MULTILINE)  # "[D6:1] user (Ann) on ...: "
+
+
+def _chunk_refs(h: FindHit) -> list[str]:
+    """The refs of every turn of an archive hit's chunk: each line's marker id in the session
+    of the turns the hit cites (`session:msgid`)."""
+    sessions = {r.split(":", 1)[0] for r in h.source_refs if ":" in r}
+    if len(sessions) != 1:
+        return list(h.source_refs)
+    (session,) = sessions
+    ids = (i.strip() for m in _MARKERS_RE.finditer(h.chunk_text) for i in m.group(1).split(","))
+    return [f"{session}:{i}" for i in ids if i]
+
+
+def with_replies(h: FindHit, view: View) -> View:
+    """An archive hit that ends with a question, followed by its answer: the next line of its
+    chunk after each turn it matched, when another speaker says it and the hit does not
+    already hold it. A query shares its words with the question it asks about ("How long have
+    you had such a great support system?"); the answer is the turn after it ("I've known
+    these friends for four years"), which repeats none of them. A reply cites its own turn
+    only. Hits that ask nothing are left as they are: their next turn is not an answer to
+    them, and would only take a place another hit needs."""
+    if h.context_type != "session" or not h.chunk_text or not h.source_refs:
+        return view
+    if not (h.text or "").rstrip().endswith("?"):
+        return view
+    matched = set(h.source_refs)
+    lines = split_units(h.chunk_text, _chunk_refs(h), derived=False)
+    replies: View = []
+    for u, nxt in zip(lines, lines[1:], strict=False):
+        if not (set(u.refs) & matched) or not nxt.refs or set(nxt.refs) & matched:
+            continue
+        if nxt.speaker and nxt.speaker != u.speaker and nxt not in replies:
+            replies.append(_opening(nxt))
+    return [*view, *with_dates(replies)] if replies else view
+
+
+REPLY_WORDS = 60  # a reply is shown up to this many words (whole sentences where it can be)
+
+
+def _opening(u: Unit) -> Unit:
+    """The first sentences of a reply, up to REPLY_WORDS words (the first sentence cut there
+    when it alone is longer): an assistant's long answer does not take a hit's place."""
+    if len(u.body.split()) <= REPLY_WORDS:
+        return u
+    kept: list[str] = []
+    n = 0
+    for s in u.sentences():
+        size = len(s.body.split())
+        if kept and n + size > REPLY_WORDS:
+            break
+        kept.append(s.body if size <= REPLY_WORDS else " ".join(s.body.split()[:REPLY_WORDS]))
+        n += size
+    return replace(u, text=u.prefix + " ".join(kept))
 
 
 def _memory_loader(
@@ -297,4 +357,5 @@ __all__ = [
     "render",
     "superseded",
     "valid_units",
+    "with_replies",
 ]

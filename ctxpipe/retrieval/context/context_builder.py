@@ -302,6 +302,7 @@ class ContextBuilder:
             int(ContextPriority.RETRIEVAL),
             self.fs,
             as_of=as_of,
+            replies=self.config.replies,
         )
         rank = {hit_key(h): i for i, h in enumerate(hits)}
         closed = {hit_key(h) for h in hits if superseded(h, as_of)}

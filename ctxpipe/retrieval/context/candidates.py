@@ -188,8 +188,8 @@ def hit_candidates(
     *,
     replies: bool = False,
 ) -> list[Candidate]:
-    """A candidate per hit; with `replies`, an archive hit's first view also holds the reply
-    to each turn it matched (`with_replies`)."""
+    """A candidate per hit; with `replies`, the first view of an archive hit that ends with a
+    question also holds its answer (`with_replies`)."""
     out: list[Candidate] = []
     for i, h in enumerate(hits):
         text = h.text or h.abstract
@@ -264,7 +264,7 @@ def with_replies(h: FindHit, view: View) -> View:
     them, and would only take a place another hit needs."""
     if h.context_type != "session" or not h.chunk_text or not h.source_refs:
         return view
-    if not (h.text or "").rstrip().endswith("?"):
+    if not h.text.rstrip().endswith("?"):
         return view
     matched = set(h.source_refs)
     lines = split_units(h.chunk_text, _chunk_refs(h), derived=False)
@@ -272,7 +272,7 @@ def with_replies(h: FindHit, view: View) -> View:
     for u, nxt in zip(lines, lines[1:], strict=False):
         if not (set(u.refs) & matched) or not nxt.refs or set(nxt.refs) & matched:
             continue
-        if nxt.speaker and nxt.speaker != u.speaker and nxt not in replies:
+        if nxt.speaker and nxt.speaker != u.speaker:
             replies.append(_opening(nxt))
     return [*view, *with_dates(replies)] if replies else view
 

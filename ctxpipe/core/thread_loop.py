@@ -13,9 +13,10 @@ step does not want: every coroutine runs in the one context the runner copied on
 call (a span or other context variable current in the caller is not seen by the coroutine),
 and on a main thread it swaps the SIGINT handler around each call and, reading it back,
 formats the finished task — with its result, a whole step's output — into a string it then
-discards (milliseconds per step for the in-process commit and the CLI). Here each coroutine
-runs in a copy of its caller's context, as `asyncio.run` does, and Ctrl-C interrupts it as
-it would any blocking call (what it left running is cancelled on the way out).
+discards (work that grows with the output, for the in-process commit and the CLI). Here each
+coroutine runs in a copy of its caller's context, as `asyncio.run` does, and Ctrl-C
+interrupts it as it would any blocking call (what it left running is cancelled on the way
+out).
 """
 
 from __future__ import annotations

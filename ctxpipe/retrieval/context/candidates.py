@@ -266,15 +266,22 @@ def with_replies(h: FindHit, view: View) -> View:
         return view
     if not h.text.rstrip().endswith("?"):
         return view
-    matched = set(h.source_refs)
-    lines = split_units(h.chunk_text, _chunk_refs(h), derived=False)
-    replies: View = []
-    for u, nxt in zip(lines, lines[1:], strict=False):
-        if not (set(u.refs) & matched) or not nxt.refs or set(nxt.refs) & matched:
-            continue
-        if nxt.speaker and nxt.speaker != u.speaker:
-            replies.append(_opening(nxt))
+    lines, matched = _chunk_lines(h, _chunk_refs(h))
+    held = set(h.source_refs)
+    replies = [
+        _opening(nxt)
+        for u, nxt in ((lines[i], lines[i + 1]) for i in matched if i + 1 < len(lines))
+        if nxt.refs and not set(nxt.refs) & held and nxt.speaker and nxt.speaker != u.speaker
+    ]
     return [*view, *with_dates(replies)] if replies else view
+
+
+def _chunk_lines(h: FindHit, refs: Sequence[str]) -> tuple[View, list[int]]:
+    """The lines of an archive hit's chunk, each citing its turn among `refs`, and the
+    indexes of those the hit matched."""
+    lines = split_units(h.chunk_text, refs, derived=False)
+    held = set(h.source_refs)
+    return lines, [i for i, u in enumerate(lines) if set(u.refs) & held]
 
 
 REPLY_WORDS = 60  # a reply is shown up to this many words (whole sentences where it can be)
@@ -335,8 +342,8 @@ def _session_loader(fs: ContextFS | None, hit: FindHit) -> Callable[[], list[Vie
             refs = list(node.source_refs)
         views: list[View] = []
         if hit.chunk_text:
-            lines = with_dates(split_units(hit.chunk_text, refs, derived=False))
-            matched = [i for i, u in enumerate(lines) if set(u.refs) & set(hit.source_refs)]
+            units, matched = _chunk_lines(hit, refs)
+            lines = with_dates(units)
             if matched:
                 views.append(lines[max(0, matched[0] - 1) : matched[-1] + 2])
             views.append(lines)

@@ -102,8 +102,10 @@ FROM stats
 -- name: retrieval_fused
 -- The vector arm (cosine; exact scan or HNSW by the ORDER BY expression) fused with the
 -- full-text arm's ranking (given as arrays, best first) by reciprocal rank fusion, with the
--- candidates' rows; their vectors only when asked (chunk_vectors): the ranking reads the
--- stored unit vectors instead, and some 50 vectors are most of the rows' bytes.
+-- candidates' rows; their vectors only when asked (chunk_vectors), or for a chunk with no
+-- stored unit vectors (a replica indexed before them, an archive's summary): the ranking
+-- reads the stored unit vectors instead, and some 50 vectors are most of the rows' bytes,
+-- but a chunk that is one line without them would be encoded at query time.
 WITH vec AS MATERIALIZED (
     SELECT c.chunk_id, c.embedding <=> %(q)s::vector AS dist
     FROM {{schema}}.context_chunks AS c
@@ -133,7 +135,10 @@ SELECT f.chunk_id, f.rrf, f.vr, f.tr, f.bm25,
        c.source_refs, coalesce(c.node_version, 0) AS node_version,
        coalesce(n.abstract_text, '') AS abstract_text,
        n.metadata ->> 'event_time' AS event_time, n.metadata ->> 'observed_at' AS observed_at,
-       CASE WHEN %(chunk_vectors)s THEN c.embedding END AS embedding
+       CASE WHEN %(chunk_vectors)s
+                 OR NOT EXISTS (SELECT 1 FROM {{schema}}.chunk_units AS u
+                                WHERE u.chunk_id = c.chunk_id)
+            THEN c.embedding END AS embedding
 FROM fused AS f
 JOIN {{schema}}.context_chunks AS c ON c.chunk_id = f.chunk_id
 LEFT JOIN {{schema}}.context_nodes AS n ON n.uri = c.uri AND n.account_id = c.account_id

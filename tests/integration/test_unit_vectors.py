@@ -133,6 +133,12 @@ def units_of(rt: Runtime, uri: str) -> dict[str, str]:
     return {r[0]: r[1] for r in rows}
 
 
+def chunks_with_units(rt: Runtime) -> set[str]:
+    with psycopg.connect(rt.settings.database_url) as conn:
+        rows = conn.execute("SELECT DISTINCT chunk_id FROM ctx.chunk_units").fetchall()
+    return {str(r[0]) for r in rows}
+
+
 def unit_count(rt: Runtime) -> int:
     with psycopg.connect(rt.settings.database_url) as conn:
         row = conn.execute("SELECT count(*) FROM ctx.chunk_units").fetchone()
@@ -272,11 +278,14 @@ def test_find_embeds_only_the_question(rt: Runtime) -> None:
         assert res.hits, q
         assert counting.calls == [[q]], q
     # so the candidates come without their chunks' vectors (a line that is its whole chunk
-    # has a stored unit vector too), which the query-time path below still reads
+    # has a stored unit vector too), which the query-time path below still reads; a chunk
+    # with no stored units (the archive's summary) keeps its own
     arm = f.store.text_arm(QUESTIONS[0], FILTERS, 20)
     qvec = f.embed(QUESTIONS[0])
     rows = f.store.fuse(qvec, FILTERS, arm, 20, chunk_vectors=False).rows
-    assert rows and all(r.embedding is None for r in rows)
+    with_units = chunks_with_units(rt)
+    assert {r.chunk_id for r in rows} & with_units and {r.chunk_id for r in rows} - with_units
+    assert all((r.embedding is None) == (r.chunk_id in with_units) for r in rows)
     assert all(r.embedding is not None for r in f.store.fuse(qvec, FILTERS, arm, 20).rows)
 
     # the query-time path (the fallback of a replica without unit vectors) encodes units
@@ -324,6 +333,39 @@ def test_a_replica_without_unit_vectors_falls_back_to_encoding(
         again = finder(runtime, counting).find(QUESTIONS[0], FILTERS, 5).hits
         assert [h.text for h in again] == [h.text for h in hits]
         assert counting.calls == [[QUESTIONS[0]]]
+    finally:
+        runtime.close()
+
+
+def test_a_one_line_chunk_without_unit_vectors_is_ranked_by_its_own_vector(
+    make_settings: Any, clean_db: str
+) -> None:
+    """A replica indexed without unit vectors (before them, or with them off): a chunk that
+    is one line ranks that line by the chunk's own vector, so the question is all find
+    encodes; only chunks of several lines are read at query time."""
+    runtime = Runtime(make_settings(redis=False, chunking={"unit_vectors": False}))
+    try:
+        uris = []
+        for i, text in enumerate(
+            ["Alice prefers Go for backend services.", "Alice writes table-driven tests."]
+        ):
+            node = runtime.fs.write_node(
+                ContextNode(
+                    uri=f"{PREF}{i}",
+                    abstract=text,
+                    category="preferences",
+                    source_refs=[f"s1:m{i + 3}"],
+                )
+            )
+            uris.append(upsert(node))
+        make_outbox(runtime).append_batch(uris)
+        assert make_worker(runtime, worker_id="units").run_once().succeeded == 2
+        assert unit_count(runtime) == 0
+        counting = CountingEmbedder(runtime.embedder)
+        hits = finder(runtime, counting).find(QUESTIONS[-1], FILTERS, 5).hits
+        assert hits and hits[0].text == "Alice prefers Go for backend services."
+        assert counting.calls == [[QUESTIONS[-1]]]
+        assert hits[0].similarity > 0.3  # ranked by a real cosine, not left at 0
     finally:
         runtime.close()
 

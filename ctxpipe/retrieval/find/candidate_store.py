@@ -302,7 +302,8 @@ class CandidateStore:
         timings: dict[str, float] | None = None,
     ) -> Candidates:
         """The vector arm fused with the text arm: candidate rows, best first; each with its
-        chunk's vector unless `chunk_vectors` is False (`CandidateRow.embedding` None)."""
+        chunk's vector unless `chunk_vectors` is False (`CandidateRow.embedding` None), and
+        then still a chunk with no stored unit vectors."""
         cfg = self.config
         timings = timings if timings is not None else {}
         t0 = time.perf_counter()

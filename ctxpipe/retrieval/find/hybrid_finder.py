@@ -139,7 +139,8 @@ class HybridFinder:
         periods = query_periods(query, filters.as_of or date.today()) if cfg.date_weight else []
         qvec = pending.result() if pending is not None else list(query_vector or ())
         # the chunks' own vectors serve the ranking only when it does not read the stored
-        # unit vectors (a line that is its whole chunk has one of those too)
+        # unit vectors (a line that is its whole chunk has one of those too), or for a chunk
+        # with none stored (the fused statement returns those)
         chunk_vectors = not (cfg.stored_units and cfg.dense_rows)
         cand = self.store.fuse(
             qvec, filters, arm, n_cand, chunk_vectors=chunk_vectors, timings=timings

@@ -1,7 +1,7 @@
 """Index throughput: chunks per second through the whole index path divided by the model's own
 `encode` rate on the same chunk texts, on the same device, in the same run.
 
-    .venv/bin/python bench/index_throughput.py [--corpus synthetic|locomo] [--rounds 3]
+    .venv/bin/python bench/index_throughput.py [--corpus synthetic|locomo] [--rounds 3] [--drains N]
     .venv/bin/python bench/index_throughput.py --no-db --corpus locomo [--device cuda]
 
 The corpus is written to a throwaway FS: `synthetic` (session archives of 20-40 messages and
@@ -14,6 +14,9 @@ starts from an empty replica and cold text caches, the prep processes' too (with
 - `--no-db`: an in-memory replica (`MemoryReplica`) instead, the nodes given to
   `Indexer.sync_nodes` in batches of `outbox_batch_size` (what the worker does per claim), so it
   runs where no PostgreSQL does (a GPU machine);
+- `--drains N` (with PostgreSQL): N index workers drain at once, each on a thread of this
+  process sharing one model, so one writes its batch while another reads and embeds (the time
+  by stage then sums over the threads);
 - baseline: `model.encode` of exactly the chunk texts the index path produced, at the project's
   settings (`embedding_batch_size`, fp32), right before and right after the index path; the
   round's ratio uses their mean, so load drifts cancel out.
@@ -26,6 +29,7 @@ Settings come from CTXPIPE_* and the options.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import os
 import random
@@ -34,6 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -211,7 +216,9 @@ def run_memory(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseli
 
 
 # ------------------------------------------------------------------ with PostgreSQL
-def run_db(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseline) -> None:
+def run_db(
+    settings: Settings, corpus: Corpus, rounds: int, baseline: Baseline, drains: int = 1
+) -> None:
     import psycopg
 
     from ctxpipe.index.wiring import make_outbox, make_worker
@@ -255,13 +262,19 @@ def run_db(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseline) 
         rows = []
         for r in range(rounds + 1):
             clear_sentence_cache()
-            worker = make_worker(rt, worker_id="bench")  # cold chunker caches
+            workers = [make_worker(rt, worker_id=f"bench-{i}") for i in range(drains)]
+            worker = workers[0]  # cold chunker caches
             fresh_prep_pool(worker.indexer, settings)
             reset()
             before = baseline.rate(2 * r) if baseline.texts else 0.0
             rt.embedder.timings.clear()
             started = time.perf_counter()
-            res = worker.drain(max_seconds=3600)
+            if drains == 1:
+                res = worker.drain(max_seconds=3600)
+            else:  # one writes its batch while another reads and embeds the next
+                with ThreadPoolExecutor(drains) as pool:
+                    parts = list(pool.map(lambda w: w.drain(max_seconds=3600), workers))
+                res = functools.reduce(lambda a, b: a.merge(b), parts)
             elapsed = time.perf_counter() - started
             assert res.failed == 0 and res.dead == 0, res.errors
             assert res.succeeded == len(nodes), res
@@ -294,6 +307,13 @@ def main() -> None:
     ap.add_argument("--memories", type=int, default=160, help="synthetic: memories")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-db", action="store_true", help="an in-memory replica, no PostgreSQL")
+    ap.add_argument(
+        "--drains",
+        type=int,
+        default=1,
+        help="with PostgreSQL: index workers draining at once, "
+        "each on a thread of this process (one model)",
+    )
     ap.add_argument("--device", default=None, help="cpu | cuda | ... (CTXPIPE_EMBEDDING_DEVICE)")
     ap.add_argument("--precision", default=None, help="float32 | float16 | bfloat16")
     ap.add_argument("--baseline-precision", default="float32", help="model.encode's dtype")
@@ -341,7 +361,7 @@ def main() -> None:
             settings = Settings(**overrides)  # type: ignore[arg-type]
             migrate(url, schema=BENCH_SCHEMA, embedding_dim=settings.embedding_dim)
             base = Baseline(settings, args.baseline_precision, args.baseline_batch)
-            run_db(settings, corpus, args.rounds, base)
+            run_db(settings, corpus, args.rounds, base, args.drains)
         finally:
             if own_pg:
                 stop_postgres(tmp / "pg")

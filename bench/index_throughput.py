@@ -322,6 +322,8 @@ def main() -> None:
     ap.add_argument("--outbox-batch-size", type=int, default=None)
     ap.add_argument("--embedding-batch-size", type=int, default=None)
     args = ap.parse_args()
+    if args.drains < 1:
+        ap.error("--drains must be at least 1")
 
     tmp = Path(tempfile.mkdtemp(prefix="ctxpipe-bench-index-"))
     overrides: dict[str, object] = {

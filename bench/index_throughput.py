@@ -14,9 +14,9 @@ starts from an empty replica and cold text caches, the prep processes' too (with
 - `--no-db`: an in-memory replica (`MemoryReplica`) instead, the nodes given to
   `Indexer.sync_nodes` in batches of `outbox_batch_size` (what the worker does per claim), so it
   runs where no PostgreSQL does (a GPU machine);
-- `--drains N` (with PostgreSQL): N index workers drain at once, each on a thread of this
-  process sharing one model, so one writes its batch while another reads and embeds (the time
-  by stage then sums over the threads);
+- `--drains N` (with PostgreSQL; `CTXPIPE_OUTBOX_DRAINS`): the worker indexes N batches at
+  once, each on a thread of its own sharing the one model, so one writes its batch while
+  another reads and embeds (the time by stage then sums over the threads);
 - baseline: `model.encode` of exactly the chunk texts the index path produced, at the project's
   settings (`embedding_batch_size`, fp32), right before and right after the index path; the
   round's ratio uses their mean, so load drifts cancel out.
@@ -29,7 +29,6 @@ Settings come from CTXPIPE_* and the options.
 from __future__ import annotations
 
 import argparse
-import functools
 import gc
 import os
 import random
@@ -38,7 +37,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -153,12 +151,13 @@ def report_rounds(
         print(f"last round's time by stage: {split}")
 
 
-def resolved(settings: Settings, indexer: Indexer, claim: int) -> str:
+def resolved(settings: Settings, indexer: Indexer, claim: int, drains: int = 0) -> str:
     """The index settings left at `auto` as the indexer's device resolves them."""
     device = device_type(indexer.embedder)
     tokens = on_device(settings.embedding_batch_tokens, device, PASS_TOKENS_AUTO)
+    at_once = f", drains {drains}" if drains else ""
     return (
-        f"outbox batch {claim}, batch tokens {tokens}, prep processes "
+        f"outbox batch {claim}{at_once}, batch tokens {tokens}, prep processes "
         f"{indexer.prep_processes} (as resolved on {device})"
     )
 
@@ -216,9 +215,7 @@ def run_memory(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseli
 
 
 # ------------------------------------------------------------------ with PostgreSQL
-def run_db(
-    settings: Settings, corpus: Corpus, rounds: int, baseline: Baseline, drains: int = 1
-) -> None:
+def run_db(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseline) -> None:
     import psycopg
 
     from ctxpipe.index.wiring import make_outbox, make_worker
@@ -262,19 +259,13 @@ def run_db(
         rows = []
         for r in range(rounds + 1):
             clear_sentence_cache()
-            workers = [make_worker(rt, worker_id=f"bench-{i}") for i in range(drains)]
-            worker = workers[0]  # cold chunker caches
+            worker = make_worker(rt, worker_id="bench")  # cold chunker caches
             fresh_prep_pool(worker.indexer, settings)
             reset()
             before = baseline.rate(2 * r) if baseline.texts else 0.0
             rt.embedder.timings.clear()
             started = time.perf_counter()
-            if drains == 1:
-                res = worker.drain(max_seconds=3600)
-            else:  # one writes its batch while another reads and embeds the next
-                with ThreadPoolExecutor(drains) as pool:
-                    parts = list(pool.map(lambda w: w.drain(max_seconds=3600), workers))
-                res = functools.reduce(lambda a, b: a.merge(b), parts)
+            res = worker.drain(max_seconds=3600)
             elapsed = time.perf_counter() - started
             assert res.failed == 0 and res.dead == 0, res.errors
             assert res.succeeded == len(nodes), res
@@ -290,7 +281,7 @@ def run_db(
     report_rounds(
         "claim → read → chunk → embed → COPY → done",
         settings,
-        resolved(settings, worker.indexer, worker.batch_size),
+        resolved(settings, worker.indexer, worker.batch_size, worker.drains),
         rows,
         len(nodes),
         baseline.label,
@@ -310,9 +301,8 @@ def main() -> None:
     ap.add_argument(
         "--drains",
         type=int,
-        default=1,
-        help="with PostgreSQL: index workers draining at once, "
-        "each on a thread of this process (one model)",
+        default=None,
+        help="with PostgreSQL: batches the worker indexes at once (CTXPIPE_OUTBOX_DRAINS)",
     )
     ap.add_argument("--device", default=None, help="cpu | cuda | ... (CTXPIPE_EMBEDDING_DEVICE)")
     ap.add_argument("--precision", default=None, help="float32 | float16 | bfloat16")
@@ -322,7 +312,7 @@ def main() -> None:
     ap.add_argument("--outbox-batch-size", type=int, default=None)
     ap.add_argument("--embedding-batch-size", type=int, default=None)
     args = ap.parse_args()
-    if args.drains < 1:
+    if args.drains is not None and args.drains < 1:
         ap.error("--drains must be at least 1")
 
     tmp = Path(tempfile.mkdtemp(prefix="ctxpipe-bench-index-"))
@@ -333,6 +323,7 @@ def main() -> None:
     }
     for key, value in (
         ("outbox_batch_size", args.outbox_batch_size),
+        ("outbox_drains", args.drains),
         ("embedding_batch_size", args.embedding_batch_size),
         ("embedding_device", args.device),
         ("embedding_precision", args.precision),
@@ -363,7 +354,7 @@ def main() -> None:
             settings = Settings(**overrides)  # type: ignore[arg-type]
             migrate(url, schema=BENCH_SCHEMA, embedding_dim=settings.embedding_dim)
             base = Baseline(settings, args.baseline_precision, args.baseline_batch)
-            run_db(settings, corpus, args.rounds, base, args.drains)
+            run_db(settings, corpus, args.rounds, base)
         finally:
             if own_pg:
                 stop_postgres(tmp / "pg")

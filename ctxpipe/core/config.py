@@ -130,6 +130,7 @@ def on_device(value: int | Auto, device_type: str, auto: tuple[int, int]) -> int
 
 
 CLAIM_BATCH_AUTO = (64, 256)  # `Settings.outbox_batch_size` left at auto: on a CPU, a GPU
+DRAINS_AUTO = (1, 3)  # `Settings.outbox_drains` left at auto
 PASS_TOKENS_AUTO = (8192, 32768)  # `Settings.embedding_batch_tokens` left at auto
 
 
@@ -301,6 +302,10 @@ class Settings(BaseSettings):
     # outbox / index
     outbox_batch_size: Annotated[int, Field(ge=1)] | Auto = "auto"
     """outbox events an embed worker claims per batch (`auto`: 64 on a CPU, 256 on a GPU)"""
+    outbox_drains: Annotated[int, Field(ge=1, le=16)] | Auto = "auto"
+    """batches an embed worker indexes at once, each on a thread of its own sharing the one
+    model: one writes its rows while another reads and embeds the next (`auto`: 1 on a CPU, 3 on
+    a GPU, where writing the replica is most of the index path)"""
     outbox_lease_s: float = Field(60.0, gt=0)
     """lease of a claimed outbox event before it can be reclaimed (seconds)"""
     outbox_max_retries: int = Field(5, ge=1)

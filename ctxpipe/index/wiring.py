@@ -54,6 +54,7 @@ def make_worker(rt: IndexAdapters, worker_id: str | None = None) -> IndexWorker:
         make_indexer(rt),
         worker_id=worker_id,
         batch_size=rt.settings.outbox_batch_size,
+        drains=rt.settings.outbox_drains,
     )
 
 

@@ -20,16 +20,19 @@ event cannot hold the others back; its failures back off exponentially and end i
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from ctxpipe.core.config import CLAIM_BATCH_AUTO, Auto, on_device
+from ctxpipe.core.config import CLAIM_BATCH_AUTO, DRAINS_AUTO, Auto, on_device
 from ctxpipe.core.enums import OutboxEventType, OutboxStatus
 from ctxpipe.core.errors import InvalidURIError
 from ctxpipe.core.models import OutboxEvent
@@ -128,6 +131,29 @@ def is_retryable(exc: BaseException) -> bool:
     return not isinstance(exc, (PermanentEventError, InvalidURIError))
 
 
+class _Budget:
+    """What a drain may still do, shared by its loops: batches until a deadline, at most
+    `batches` of them."""
+
+    def __init__(self, deadline: float, batches: int | None) -> None:
+        self.deadline = deadline
+        self.left = batches
+        self.started = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        """May one more batch start? (The first always may.)"""
+        with self._lock:
+            if self.started and time.monotonic() >= self.deadline:
+                return False
+            if self.left is not None:
+                if self.left <= 0:
+                    return False
+                self.left -= 1
+            self.started += 1
+            return True
+
+
 class IndexWorker:
     def __init__(
         self,
@@ -136,11 +162,13 @@ class IndexWorker:
         *,
         worker_id: str | None = None,
         batch_size: int | Auto = "auto",
+        drains: int | Auto = 1,
     ) -> None:
         self.outbox = outbox
         self.indexer = indexer
         self.worker_id = worker_id or default_worker_id()
         self._batch_size = batch_size
+        self._drains = drains
 
     @property
     def batch_size(self) -> int:
@@ -148,6 +176,12 @@ class IndexWorker:
         where the indexer's model runs on a CUDA GPU and 64 elsewhere. Resolved at the first
         claim, when the model is about to load anyway (a worker's start imports no torch)."""
         return on_device(self._batch_size, device_type(self.indexer.embedder), CLAIM_BATCH_AUTO)
+
+    @property
+    def drains(self) -> int:
+        """Batches indexed at once by `drain` (`Settings.outbox_drains`): as set, or, at
+        `auto`, 3 where the indexer's model runs on a CUDA GPU and 1 elsewhere."""
+        return on_device(self._drains, device_type(self.indexer.embedder), DRAINS_AUTO)
 
     def check(self) -> None:
         """Start-up check: the model's dimension fits the schema (clear `EmbeddingError`)."""
@@ -181,19 +215,29 @@ class IndexWorker:
         return result
 
     def drain(self, max_seconds: float = 60.0, max_batches: int | None = None) -> IndexBatchResult:
-        """`run_once` until nothing is due (or the time/batch budget is spent)."""
+        """`run_once` until nothing is due (or the time/batch budget is spent); with `drains`
+        above 1, that many loops at once on threads of their own, sharing the model: while one
+        waits on PostgreSQL writing its batch (the vector index is updated row by row) another
+        reads, chunks and embeds the next. Each batch is claimed, written and marked on its own,
+        as by separate workers."""
+        budget = _Budget(time.monotonic() + max_seconds, max_batches)
+        n = self.drains
+        if n <= 1:
+            return self._drain(budget)
+        with ThreadPoolExecutor(n, thread_name_prefix="index-drain") as pool:
+            parts = list(pool.map(lambda _: self._drain(budget), range(n)))
+        total = functools.reduce(IndexBatchResult.merge, parts)
+        total.more = any(p.more for p in parts)
+        return total
+
+    def _drain(self, budget: _Budget) -> IndexBatchResult:
         total = IndexBatchResult()
-        deadline = time.monotonic() + max_seconds
-        batches = 0
-        while True:
+        while budget.take():
             res = self.run_once()
             total = total.merge(res)
-            batches += 1
             if res.claimed == 0:
-                break
-            if time.monotonic() >= deadline or (max_batches is not None and batches >= max_batches):
-                total.more = True
-                break
+                return total
+        total.more = True
         return total
 
     # ------------------------------------------------------------------ internals

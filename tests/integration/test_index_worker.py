@@ -419,3 +419,29 @@ def test_dimension_mismatch_fails_before_claiming(rt):  # type: ignore[no-untype
     with pytest.raises(EmbeddingError, match="vector\\(384\\)"):
         w.run_once()
     assert set(statuses(rt).values()) == {"pending"}  # nothing claimed, no retry burnt
+
+
+def test_drains_index_batches_at_once_and_each_event_once(rt):  # type: ignore[no-untyped-def]
+    """Three drains on threads of one worker (one model), batches of two: every event is
+    claimed, indexed and marked once, and the budget of batches holds across the threads."""
+    uris = [f"ctx://acme/users/alice/memories/events/e{i}" for i in range(9)]
+    nodes = [
+        put(rt, u, f"Alice visited place number {i} with her sister.", category="events")
+        for i, u in enumerate(uris)
+    ]
+    emit(rt, [upsert(n) for n in nodes])
+    indexer = make_worker(rt).indexer
+    budgeted = IndexWorker(make_outbox(rt), indexer, worker_id="a", batch_size=2, drains=3)
+    assert budgeted.drains == 3
+    first = budgeted.drain(max_seconds=60, max_batches=2)
+    assert first.claimed == first.succeeded == 4 and first.more
+    assert sorted(statuses(rt).values()).count("done") == 4
+    w = IndexWorker(make_outbox(rt), indexer, worker_id="b", batch_size=2, drains=3)
+    rest = w.drain(max_seconds=60)
+    assert rest.claimed == rest.succeeded == 5 and not rest.more
+    assert rest.failed == rest.dead == 0 and not rest.errors
+    assert set(statuses(rt).values()) == {"done"}
+    assert all(
+        node_row(rt, u) == (n.version, n.content_hash) for u, n in zip(uris, nodes, strict=True)
+    )
+    assert all(chunks(rt, u) for u in uris)

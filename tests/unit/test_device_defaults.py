@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from ctxpipe.core.config import (
     CLAIM_BATCH_AUTO,
+    DRAINS_AUTO,
     PASS_TOKENS_AUTO,
     ChunkingConfig,
     Settings,
@@ -50,13 +51,16 @@ def test_the_settings_read_auto_or_a_number_from_the_environment(
     base = {"fs_root": tmp_path / "fs", "var_dir": tmp_path / "var"}
     settings = Settings(**base)  # type: ignore[arg-type]
     assert settings.outbox_batch_size == "auto" and settings.embedding_batch_tokens == "auto"
+    assert settings.outbox_drains == "auto"
     assert settings.chunking.prep_processes == "auto"
     monkeypatch.setenv("CTXPIPE_OUTBOX_BATCH_SIZE", "128")
+    monkeypatch.setenv("CTXPIPE_OUTBOX_DRAINS", "2")
     monkeypatch.setenv("CTXPIPE_EMBEDDING_BATCH_TOKENS", "16384")
     monkeypatch.setenv("CTXPIPE_CHUNKING__PREP_PROCESSES", "0")
     settings = Settings(**base)  # type: ignore[arg-type]
     assert (settings.outbox_batch_size, settings.embedding_batch_tokens) == (128, 16384)
     assert settings.chunking.prep_processes == 0
+    assert settings.outbox_drains == 2
     for name, bad in (("CTXPIPE_OUTBOX_BATCH_SIZE", "0"), ("CTXPIPE_OUTBOX_BATCH_SIZE", "max")):
         monkeypatch.setenv(name, bad)
         with pytest.raises(ValidationError, match="outbox_batch_size"):
@@ -76,6 +80,25 @@ def test_an_embed_worker_claims_by_its_device(
     assert worker(on("cpu", hash_embedder)).batch_size == 64
     assert worker(on("cuda", hash_embedder)).batch_size == 256
     assert worker(on("cuda", hash_embedder), 32).batch_size == 32
+
+
+def test_an_embed_worker_drains_more_batches_at_once_on_a_gpu(
+    tmp_path: Path, hash_embedder: type[HashEmbedder]
+) -> None:
+    """On a GPU writing the replica is most of the index path: three batches at once, so one
+    is written while the next is embedded; on a CPU the model is, and one at a time."""
+    fs = ContextFS(tmp_path)
+
+    def worker(embedder: HashEmbedder, drains: int | Literal["auto"] = "auto") -> IndexWorker:
+        indexer = Indexer(fs, FSRelationStore(fs), MemoryReplica(8), embedder)
+        return IndexWorker(MemoryOutbox(), indexer, drains=drains)  # type: ignore[arg-type]
+
+    assert DRAINS_AUTO == (1, 3)
+    assert worker(hash_embedder()).drains == 1
+    assert worker(on("cpu", hash_embedder)).drains == 1
+    assert worker(on("cuda", hash_embedder)).drains == 3
+    assert worker(on("cuda", hash_embedder), 2).drains == 2
+    assert worker(on("cpu", hash_embedder), 2).drains == 2
 
 
 @pytest.mark.parametrize(

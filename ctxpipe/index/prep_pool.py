@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -132,6 +133,7 @@ class PrepPool:
 
 
 _POOLS: dict[tuple[str, str, int, int], PrepPool] = {}  # one per process and settings
+_POOLS_LOCK = threading.Lock()  # a worker's drains (threads) ask for the pool at once
 
 
 def shared_pool(model_name: str, chunking: ChunkingConfig, processes: int) -> PrepPool | None:
@@ -141,16 +143,20 @@ def shared_pool(model_name: str, chunking: ChunkingConfig, processes: int) -> Pr
     if processes <= 0:
         return None
     key = (model_name, chunking.model_dump_json(), processes, os.getpid())
-    pool = _POOLS.get(key)
-    if pool is None:
-        pool = _POOLS[key] = PrepPool(model_name, chunking, processes)
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = _POOLS[key] = PrepPool(model_name, chunking, processes)
     return pool
 
 
 def close_pools() -> None:
     """Stop this process's prep pools (their workers and what they cached go with them)."""
-    while _POOLS:
-        _POOLS.popitem()[1].close()
+    with _POOLS_LOCK:
+        pools = list(_POOLS.values())
+        _POOLS.clear()
+    for pool in pools:
+        pool.close()
 
 
 __all__ = ["PrepPool", "Prepared", "TokenizerFile", "close_pools", "prepare", "shared_pool"]

@@ -3,6 +3,8 @@ chunks and lines as in the embed worker's own thread. Real tokenizer file, no mo
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -135,3 +137,33 @@ def test_close_pools_stops_every_pool_of_the_process(monkeypatch: pytest.MonkeyP
     close_pools()
     assert prep_pool._POOLS == {}
     assert sorted(map(id, closed)) == sorted(map(id, pools.values()))
+
+
+def test_drains_asking_for_the_pool_at_once_share_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An embed worker's drains (threads) ask for the pool at their first batch together: one
+    pool is started for them all (a second would leave its processes running, unclosed)."""
+    made: list[object] = []
+
+    class SlowPool:
+        def __init__(self, *args: object) -> None:
+            time.sleep(0.05)  # starting processes takes a while: the window of the race
+            made.append(self)
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(prep_pool, "_POOLS", {})
+    monkeypatch.setattr(prep_pool, "PrepPool", SlowPool)
+    got: list[object] = []
+    start = threading.Barrier(4)
+
+    def ask() -> None:
+        start.wait()
+        got.append(shared_pool(PACKAGED_MODEL, ChunkingConfig(), 2))
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 1 and got == made * 4

@@ -8,7 +8,8 @@ GPU machine) and for tests of the indexer that need no server. It holds no SQL a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,14 @@ class MemoryReplica:
     def truncate(self) -> None:
         self.nodes.clear()
         self.edges.clear()
+
+    @contextmanager
+    def vector_index_deferred(self) -> Iterator[None]:
+        """No index to defer in memory."""
+        yield
+
+    def ensure_vector_index(self) -> None:
+        """No index to build in memory."""
 
     def uris_under(self, uri: str) -> list[str]:
         prefix = uri.rstrip("/") + "/"

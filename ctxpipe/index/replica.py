@@ -5,7 +5,8 @@ reads the FS or runs the model."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -67,6 +68,8 @@ class ReplicaRows(Protocol):
     def all_node_states(self) -> dict[str, NodeState]: ...
     def edge_ids(self) -> dict[str, set[str]]: ...
     def truncate(self) -> None: ...
+    def vector_index_deferred(self) -> AbstractContextManager[None]: ...
+    def ensure_vector_index(self) -> None: ...
     def uris_under(self, uri: str) -> list[str]: ...
     def chunk_vectors(self, uris: Sequence[str], model: str) -> dict[str, Any]: ...
     def unit_vectors(self, uris: Sequence[str], model: str) -> dict[str, dict[str, Any]]: ...
@@ -344,6 +347,24 @@ class ReplicaStore:
     def truncate(self) -> None:
         with self.db.connection() as conn:
             conn.execute(self._q["index_truncate"])
+
+    @contextmanager
+    def vector_index_deferred(self) -> Iterator[None]:
+        """Rows written inside go in without the HNSW index of the chunks' vectors, which is
+        built once on the way out (also when the block fails): for a bulk load, as a clean
+        reindex is. Reads meanwhile scan the vectors instead."""
+        with self.db.connection() as conn:
+            conn.execute(self._q["index_vector_index_drop"])
+        try:
+            yield
+        finally:
+            self.ensure_vector_index()
+
+    def ensure_vector_index(self) -> None:
+        """Build the HNSW index of the chunks' vectors if it is missing (a clean reindex killed
+        before it built it again)."""
+        with self.db.connection() as conn:
+            conn.execute(self._q["index_vector_index_build"])
 
     # ------------------------------------------------------------------ repair runs
     def last_repair(self) -> dict[str, Any] | None:

@@ -105,6 +105,16 @@ SELECT (SELECT count(*) FROM {{schema}}.context_nodes),
 TRUNCATE {{schema}}.chunk_units, {{schema}}.context_chunks, {{schema}}.context_nodes,
          {{schema}}.relation_edges
 
+-- name: index_vector_index_drop
+-- A clean reindex loads every row first and builds the HNSW index of the chunks' vectors once
+-- after: pgvector updates it row by row otherwise, which on a GPU worker is most of the write.
+DROP INDEX IF EXISTS {{schema}}.idx_chunks_embedding
+
+-- name: index_vector_index_build
+-- The HNSW index of the chunks' vectors as migration 001 made it (same name, same parameters).
+CREATE INDEX IF NOT EXISTS idx_chunks_embedding ON {{schema}}.context_chunks
+    USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)
+
 -- name: index_repair_last
 SELECT id, started_at, finished_at, mode, missing, stale, orphaned, relations, compared,
        in_flight, events_queued, fs_nodes, replica_nodes, last_fs_mtime

@@ -287,6 +287,54 @@ def test_reindex_from_empty_equals_incremental_indexing(rt):  # type: ignore[no-
     assert make_repair(rt).run(full=True).events_queued == 0
 
 
+def vector_index(rt: Runtime) -> str | None:
+    rows = sql(
+        rt,
+        "SELECT indexdef FROM pg_indexes WHERE schemaname = 'ctx' "
+        "AND indexname = 'idx_chunks_embedding'",
+    )
+    return str(rows[0][0]) if rows else None
+
+
+def test_a_clean_reindex_builds_the_vector_index_once_after_the_load(rt):  # type: ignore[no-untyped-def]
+    """A clean reindex is a bulk load: the HNSW index of the chunks' vectors is left out while
+    the rows go in (pgvector would update it row by row) and built once after, as the
+    migration made it; built again when the load fails, and by any reindex when a killed one
+    left it out."""
+    commit_fixtures(rt)
+    migrated = vector_index(rt)
+    assert migrated is not None and "hnsw" in migrated
+    incremental = replica_snapshot(rt)
+    during: list[str | None] = []
+    report = reindex(
+        make_indexer(rt),
+        clean=True,
+        batch_size=5,
+        progress=lambda d, t: during.append(vector_index(rt) if d else migrated),
+    )
+    assert not report.errors and report.indexed == len(incremental["nodes"])
+    assert len(during) > 2 and set(during[1:]) == {None}  # left out while loading
+    assert vector_index(rt) == migrated
+    assert replica_snapshot(rt)["chunks"] == incremental["chunks"]
+
+    indexer = make_indexer(rt)
+    calls = 0
+
+    def failing(*args: Any, **kwargs: Any) -> None:
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("the load broke")
+
+    indexer.sync_nodes = failing  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="the load broke"):
+        reindex(indexer, clean=True)
+    assert calls == 1 and vector_index(rt) == migrated  # built again on the way out
+
+    sql(rt, "DROP INDEX ctx.idx_chunks_embedding")  # as a reindex killed mid-load leaves it
+    assert not reindex(make_indexer(rt)).errors
+    assert vector_index(rt) == migrated
+
+
 # ------------------------------------------------------------------ CLI and status
 def test_cli_repair_reindex_status(rt, make_settings, redis_url, tmp_path):  # type: ignore[no-untyped-def]
     from ctxpipe.cli import app

@@ -20,6 +20,7 @@ event cannot hold the others back; its failures back off exponentially and end i
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import os
@@ -224,8 +225,10 @@ class IndexWorker:
         n = self.drains
         if n <= 1:
             return self._drain(budget)
+        # each loop in a copy of this context: its batches' spans stay in the caller's trace
+        contexts = [contextvars.copy_context() for _ in range(n)]
         with ThreadPoolExecutor(n, thread_name_prefix="index-drain") as pool:
-            parts = list(pool.map(lambda _: self._drain(budget), range(n)))
+            parts = list(pool.map(lambda ctx: ctx.run(self._drain, budget), contexts))
         total = functools.reduce(IndexBatchResult.merge, parts)
         total.more = any(p.more for p in parts)
         return total

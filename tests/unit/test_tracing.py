@@ -7,8 +7,10 @@ import io
 import logging
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from early_processes import Command, EarlyProcesses
@@ -22,9 +24,14 @@ from ctxpipe.cli.consoles import RULE_WIDTH, UNWRAPPED_WIDTH, Console
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.config import Settings
+from ctxpipe.core.enums import OutboxEventType
 from ctxpipe.core.llm_schemas import IntentOutput
-from ctxpipe.core.models import LLMUsage
+from ctxpipe.core.models import ContextNode, LLMUsage, OutboxEvent
 from ctxpipe.core.session import RequestContext
+from ctxpipe.fs import ContextFS, FSRelationStore
+from ctxpipe.index.indexer import Indexer
+from ctxpipe.index.memory_replica import MemoryReplica
+from ctxpipe.index.worker import IndexWorker
 from ctxpipe.observability import spans
 from ctxpipe.observability.logs import OneLineFormatter, TraceContextFilter
 from ctxpipe.observability.tracing import (
@@ -37,6 +44,9 @@ from ctxpipe.observability.tracing import (
 from ctxpipe.providers.rules import RulesLLM
 from ctxpipe.runtime import Runtime
 from tasks.telemetry import commit_id_of
+
+if TYPE_CHECKING:  # the fake model of tests/unit/conftest.py
+    from conftest import HashEmbedder
 
 CTX = RequestContext(account_id="acme", user_id="alice", agent_id="helper", session_id="s1")
 MESSAGES = [
@@ -328,3 +338,61 @@ def test_the_command_refuses_an_unknown_exporter_in_one_line() -> None:
         "ctxpipe: OTEL_TRACES_EXPORTER='jaeger': unknown exporter 'jaeger' "
         "(expected console, otlp or none)"
     ]
+
+
+class ListOutbox:
+    """Hands its events out in batches, as the outbox table's claim does, and records the
+    ones marked done."""
+
+    def __init__(self, events: list[OutboxEvent]) -> None:
+        self.events = list(events)
+        self.done: list[str] = []
+        self.lock = threading.Lock()
+
+    def claim_batch(self, worker_id: str, limit: int = 100) -> list[OutboxEvent]:
+        with self.lock:
+            out, self.events = self.events[:limit], self.events[limit:]
+            return out
+
+    def mark_done(self, event_id: list[str], worker_id: str | None = None) -> int:
+        with self.lock:
+            self.done += event_id
+            return len(event_id)
+
+
+def test_an_index_drain_on_threads_keeps_its_batches_in_the_callers_trace(
+    exported: InMemorySpanExporter, tmp_path: Path, hash_embedder: type[HashEmbedder]
+) -> None:
+    """A drain's loops run on threads of their own (`CTXPIPE_OUTBOX_DRAINS`); each batch's
+    span is still a child of the drain task's span, in its trace."""
+    fs = ContextFS(tmp_path)
+    nodes = [
+        fs.write_node(
+            ContextNode(
+                uri=f"ctx://acme/users/alice/memories/events/e{i}",
+                abstract=f"Alice hiked trail number {i} with her sister.",
+                category="events",
+            )
+        )
+        for i in range(6)
+    ]
+    events = [
+        OutboxEvent(
+            event_id=OutboxEvent.make_id(OutboxEventType.UPSERT_CONTEXT, n.uri, n.version),
+            event_type=OutboxEventType.UPSERT_CONTEXT,
+            uri=n.uri,
+            payload={"version": n.version},
+        )
+        for n in nodes
+    ]
+    outbox = ListOutbox(events)
+    indexer = Indexer(fs, FSRelationStore(fs), MemoryReplica(8), hash_embedder())
+    worker = IndexWorker(outbox, indexer, batch_size=2, drains=3)  # type: ignore[arg-type]
+    with trace.get_tracer("test").start_as_current_span("drain task") as parent:
+        res = worker.drain(max_seconds=30)
+    assert res.succeeded == 6 and sorted(outbox.done) == sorted(e.event_id for e in events)
+    batches = [s for s in exported.get_finished_spans() if s.name == "index.batch"]
+    assert len(batches) == 3
+    here = parent.get_span_context()
+    assert all(s.context is not None and s.context.trace_id == here.trace_id for s in batches)
+    assert all(s.parent is not None and s.parent.span_id == here.span_id for s in batches)

@@ -3,7 +3,8 @@ registered events and, like the outbox table, ignores an event id it already hol
 
 from __future__ import annotations
 
-from ctxpipe.core.models import OutboxEvent
+from ctxpipe.core.enums import OutboxEventType
+from ctxpipe.core.models import ContextNode, OutboxEvent
 
 
 class MemoryOutbox:
@@ -19,3 +20,13 @@ class MemoryOutbox:
         new = [e for e in events if e.event_id not in self.events]
         self.events.update((e.event_id, e) for e in new)
         return new
+
+
+def upsert_event(node: ContextNode) -> OutboxEvent:
+    """The UPSERT_CONTEXT event of `node` at its version, as a commit registers it."""
+    return OutboxEvent(
+        event_id=OutboxEvent.make_id(OutboxEventType.UPSERT_CONTEXT, node.uri, node.version),
+        event_type=OutboxEventType.UPSERT_CONTEXT,
+        uri=node.uri,
+        payload={"version": node.version},
+    )

@@ -11,9 +11,9 @@ from typing import Any
 
 import psycopg
 import pytest
+from outbox_twin import upsert_event
 from typer.testing import CliRunner
 
-from ctxpipe.core.enums import OutboxEventType
 from ctxpipe.core.models import ContextNode, OutboxEvent
 from ctxpipe.index.wiring import make_outbox, make_worker
 from ctxpipe.runtime import Runtime
@@ -43,13 +43,7 @@ def put(rt: Runtime, name: str, text: str) -> ContextNode:
 
 
 def event(node: ContextNode) -> OutboxEvent:
-    return OutboxEvent(
-        event_id=OutboxEvent.make_id(OutboxEventType.UPSERT_CONTEXT, node.uri, node.version),
-        event_type=OutboxEventType.UPSERT_CONTEXT,
-        uri=node.uri,
-        payload={"version": node.version},
-        max_retries=TRIES,
-    )
+    return upsert_event(node).model_copy(update={"max_retries": TRIES})
 
 
 def rows(rt: Runtime, query: str, *params: Any) -> list[tuple[Any, ...]]:

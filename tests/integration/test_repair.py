@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
+from outbox_twin import upsert_event
 from typer.testing import CliRunner
 
 from ctxpipe.commit.payloads import CommitRequest
-from ctxpipe.core.enums import OutboxEventType
-from ctxpipe.core.models import ContextNode, OutboxEvent, RelationEdge
+from ctxpipe.core.models import ContextNode, RelationEdge
 from ctxpipe.core.session import SessionInput
 from ctxpipe.index.reindex import reindex
 from ctxpipe.index.status import collect_status
@@ -51,17 +51,7 @@ def put(rt: Runtime, name: str, text: str, refs: tuple[str, ...] = ("s1:m1",)) -
 
 
 def index_now(rt: Runtime, *nodes: ContextNode) -> None:
-    make_outbox(rt).append_batch(
-        [
-            OutboxEvent(
-                event_id=OutboxEvent.make_id(OutboxEventType.UPSERT_CONTEXT, n.uri, n.version),
-                event_type=OutboxEventType.UPSERT_CONTEXT,
-                uri=n.uri,
-                payload={"version": n.version},
-            )
-            for n in nodes
-        ]
-    )
+    make_outbox(rt).append_batch([upsert_event(n) for n in nodes])
     drain(rt)
 
 

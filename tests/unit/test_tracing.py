@@ -19,12 +19,12 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
+from outbox_twin import upsert_event
 
 from ctxpipe.cli.consoles import RULE_WIDTH, UNWRAPPED_WIDTH, Console
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.config import Settings
-from ctxpipe.core.enums import OutboxEventType
 from ctxpipe.core.llm_schemas import IntentOutput
 from ctxpipe.core.models import ContextNode, LLMUsage, OutboxEvent
 from ctxpipe.core.session import RequestContext
@@ -376,15 +376,7 @@ def test_an_index_drain_on_threads_keeps_its_batches_in_the_callers_trace(
         )
         for i in range(6)
     ]
-    events = [
-        OutboxEvent(
-            event_id=OutboxEvent.make_id(OutboxEventType.UPSERT_CONTEXT, n.uri, n.version),
-            event_type=OutboxEventType.UPSERT_CONTEXT,
-            uri=n.uri,
-            payload={"version": n.version},
-        )
-        for n in nodes
-    ]
+    events = [upsert_event(n) for n in nodes]
     outbox = ListOutbox(events)
     indexer = Indexer(fs, FSRelationStore(fs), MemoryReplica(8), hash_embedder())
     worker = IndexWorker(outbox, indexer, batch_size=2, drains=3)  # type: ignore[arg-type]

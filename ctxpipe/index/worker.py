@@ -72,8 +72,8 @@ class IndexBatchResult(BaseModel):
     def merge(self, other: IndexBatchResult) -> IndexBatchResult:
         data = self.model_dump()
         for key, value in other.model_dump().items():
-            if isinstance(value, bool):
-                data[key] = value
+            if isinstance(value, bool):  # `more`: either stopped on its budget
+                data[key] = data[key] or value
             elif isinstance(value, int):
                 data[key] += value
             elif key == "errors":
@@ -229,9 +229,7 @@ class IndexWorker:
         contexts = [contextvars.copy_context() for _ in range(n)]
         with ThreadPoolExecutor(n, thread_name_prefix="index-drain") as pool:
             parts = list(pool.map(lambda ctx: ctx.run(self._drain, budget), contexts))
-        total = functools.reduce(IndexBatchResult.merge, parts)
-        total.more = any(p.more for p in parts)
-        return total
+        return functools.reduce(IndexBatchResult.merge, parts)
 
     def _drain(self, budget: _Budget) -> IndexBatchResult:
         total = IndexBatchResult()

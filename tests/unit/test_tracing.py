@@ -7,7 +7,6 @@ import io
 import logging
 import os
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,14 +18,14 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
-from outbox_twin import upsert_event
+from outbox_twin import MemoryOutbox, upsert_event
 
 from ctxpipe.cli.consoles import RULE_WIDTH, UNWRAPPED_WIDTH, Console
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
 from ctxpipe.core.config import Settings
 from ctxpipe.core.llm_schemas import IntentOutput
-from ctxpipe.core.models import ContextNode, LLMUsage, OutboxEvent
+from ctxpipe.core.models import ContextNode, LLMUsage
 from ctxpipe.core.session import RequestContext
 from ctxpipe.fs import ContextFS, FSRelationStore
 from ctxpipe.index.indexer import Indexer
@@ -340,26 +339,6 @@ def test_the_command_refuses_an_unknown_exporter_in_one_line() -> None:
     ]
 
 
-class ListOutbox:
-    """Hands its events out in batches, as the outbox table's claim does, and records the
-    ones marked done."""
-
-    def __init__(self, events: list[OutboxEvent]) -> None:
-        self.events = list(events)
-        self.done: list[str] = []
-        self.lock = threading.Lock()
-
-    def claim_batch(self, worker_id: str, limit: int = 100) -> list[OutboxEvent]:
-        with self.lock:
-            out, self.events = self.events[:limit], self.events[limit:]
-            return out
-
-    def mark_done(self, event_id: list[str], worker_id: str | None = None) -> int:
-        with self.lock:
-            self.done += event_id
-            return len(event_id)
-
-
 def test_an_index_drain_on_threads_keeps_its_batches_in_the_callers_trace(
     exported: InMemorySpanExporter, tmp_path: Path, hash_embedder: type[HashEmbedder]
 ) -> None:
@@ -377,7 +356,8 @@ def test_an_index_drain_on_threads_keeps_its_batches_in_the_callers_trace(
         for i in range(6)
     ]
     events = [upsert_event(n) for n in nodes]
-    outbox = ListOutbox(events)
+    outbox = MemoryOutbox()
+    outbox.append_batch(events)
     indexer = Indexer(fs, FSRelationStore(fs), MemoryReplica(8), hash_embedder())
     worker = IndexWorker(outbox, indexer, batch_size=2, drains=3)  # type: ignore[arg-type]
     with trace.get_tracer("test").start_as_current_span("drain task") as parent:

@@ -19,6 +19,7 @@ def fmt(x: float) -> str:
 
 
 COLUMNS = ("loose@10", *GROUNDED, *(f"aic@{b}" for b in BUDGETS), "tokens@10", "turns@10")
+HELD = "held/cited"  # cited turns whose content the citing text carries, over all cited
 
 
 def print_table(
@@ -28,12 +29,14 @@ def print_table(
     n = tally.count("bm25", conversations=convs)
     print(f"\n== {title}: {n} questions (categories 1-4: " + ", ".join(
         f"{CATEGORIES[c]}={tally.count('bm25', c, convs)}" for c in cats) + ")")  # fmt: skip
-    print(f"{'system':26}" + "".join(f"{c:>10}" for c in COLUMNS))
+    print(f"{'system':26}" + "".join(f"{c:>10}" for c in (*COLUMNS, HELD)))
     out: dict[str, Any] = {}
     for system in systems:
         if not tally.count(system, conversations=convs):
             continue
         row = {c: tally.mean(system, c, conversations=convs) for c in COLUMNS}
+        held = tally.mean(system, "held@10", conversations=convs)
+        row[HELD] = held / row["turns@10"] if row["turns@10"] else math.nan
         row["per_category"] = {
             CATEGORIES[c]: {
                 k: tally.mean(system, k, c, convs)
@@ -48,6 +51,7 @@ def print_table(
                 f"{row[c]:>10.1f}" if c.startswith(("tokens", "turns")) else f"{fmt(row[c]):>10}"
                 for c in COLUMNS
             )
+            + f"{fmt(row[HELD]):>10}"
         )
     print(f"\n{'per category':26}" + "".join(f"{CATEGORIES[c]:>24}" for c in cats))
     print(f"{'(grounded any@10 / aic@500)':26}")

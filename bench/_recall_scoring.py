@@ -9,7 +9,9 @@ the turn ids it cites, its tokens and the kind of unit it came from. A query is 
   whose content its text carries;
 - `aic@B` for each budget B: the gold answer is in the texts concatenated in rank order up to
   B tokens;
-- `tokens@10`, `turns@10` (distinct turns cited by the top 10), `tokens/hit`.
+- `tokens@10`, `turns@10` (distinct turns cited by the top 10), `held@10` (those of them whose
+  content the text citing them carries: held ÷ cited is how far citations can be trusted),
+  `tokens/hit`.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ def score_items(
 
     g5, g10 = union(grounded[:5]), union(grounded[:10])
     top = items[:10]
+    held = union([grounded_turns(it.text, it.cited, turns) for it in top])
     row = {
         "loose@10": float(bool(union([it.cited for it in top]) & evidence)),
         "any@5": float(bool(g5)),
@@ -58,6 +61,7 @@ def score_items(
         "all@10": float(evidence <= g10),
         "tokens@10": float(sum(it.tokens for it in top)),
         "turns@10": float(len(union([it.cited for it in top]))),
+        "held@10": float(len(held)),
         "tokens/hit": float(np.mean([it.tokens for it in top])) if top else 0.0,
     }
     texts = [it.text for it in items]
@@ -93,6 +97,7 @@ def score_context(
         "all@10": float(evidence <= grounded),
         "tokens@10": float(top.tokens),
         "turns@10": float(len(top.cited)),
+        "held@10": float(len(grounded_turns(top.text, top.cited, turns))),
     }
 
 

@@ -11,7 +11,7 @@ from ctxpipe.core.models import ContextNode
 from ctxpipe.core.session import RequestContext
 from ctxpipe.fs import ContextFS
 from ctxpipe.retrieval.config import ContextConfig
-from ctxpipe.retrieval.context.candidates import REPLY_WORDS, hit_candidates
+from ctxpipe.retrieval.context.candidates import REPLY_WORDS, hit_candidates, shown_refs
 from ctxpipe.retrieval.context.context_builder import ContextBuilder, ContextRequest, ContextResult
 from ctxpipe.retrieval.models import FindFilters, FindHit
 from ctxpipe.retrieval.tokens import counter_for_model
@@ -278,3 +278,45 @@ def test_a_long_reply_is_shown_by_its_opening_sentences() -> None:
     assert reply.text.startswith("bot (3 May 2024): Turn off the water first. Step 0 is")
     assert len(reply.body.split()) <= REPLY_WORDS
     assert reply.body.endswith("leaks.")  # whole sentences
+
+
+PROFILE = "\n".join(
+    [
+        "- Ann works as a nurse in Accra. [s1:m2] (valid from 2024-05-03)",
+        "- Ann has a brother called Tom. [s2:m5] (valid from 2024-05-09)",
+        "- Ann hikes every weekend. [s3:m1] (valid from 2024-05-20)",
+    ]
+)
+
+
+def test_a_synthesis_line_cites_only_the_lines_it_shows() -> None:
+    refs = ["s1:m2", "s2:m5", "s3:m1"]
+    line = "Ann: Ann works as a nurse in Accra; Ann has a brother called Tom (+1 more)"
+    assert shown_refs(line, PROFILE, refs) == ["s1:m2", "s2:m5"]
+    # said in other words: a line is shown when most of its content words are
+    assert shown_refs("Ann: a nurse, works in Accra", PROFILE, refs) == ["s1:m2"]
+    assert shown_refs("Ann: likes tea", PROFILE, refs) == []
+    # an overview whose lines cite nothing of their own cannot narrow: every ref stays
+    assert shown_refs(line, "- Ann works as a nurse in Accra.", refs) == refs
+
+
+def test_an_opened_memory_cites_its_head_line_by_what_it_shows(tmp_path: Path) -> None:
+    fs = ContextFS(tmp_path / "fs")
+    uri = "ctx://acme/users/u1/memories/profile"
+    fs.write_node(
+        ContextNode(
+            uri=uri,
+            context_type=ContextType.MEMORY,
+            category="profile",
+            abstract="Ann: Ann hikes every weekend (+2 more)",
+            overview=PROFILE,
+            content=PROFILE,
+            source_refs=["s1:m2", "s2:m5", "s3:m1"],
+        )
+    )
+    hit = line(0, "Ann: Ann hikes every weekend (+2 more)", 0.9, ["s3:m1"])
+    hit = hit.model_copy(update={"uri": uri, "category": "profile"})
+    (cand,) = hit_candidates([hit], "long_term", 70, fs)
+    opened = cand.view(1)
+    assert opened is not None and opened[0].refs == ["s3:m1"]  # not every ref of the node
+    assert [u.refs for u in opened[1:]] == [["s1:m2"], ["s2:m5"], ["s3:m1"]]

@@ -21,7 +21,14 @@ from datetime import date
 
 from ctxpipe.core.errors import CtxError
 from ctxpipe.core.session import Message
-from ctxpipe.core.validity import TEMPORAL_CATEGORIES, as_of_view, line_holds, synthesis_holds
+from ctxpipe.core.text import token_set
+from ctxpipe.core.validity import (
+    TEMPORAL_CATEGORIES,
+    as_of_view,
+    line_holds,
+    split_annotation,
+    synthesis_holds,
+)
 from ctxpipe.fs import ContextFS
 from ctxpipe.retrieval.context.budget_allocator import ContextPriority
 from ctxpipe.retrieval.context.dated_lines import with_dates
@@ -142,6 +149,8 @@ def preference_candidates(
             continue
         refs = [str(r) for r in refs or []]
         first = [Unit(line[0], refs)]
+        if fs is not None:
+            first = [Unit(line[0], _shown_refs(fs, uri, line[0], refs))]
         if as_of is not None and fs is not None:
             then = _views_then(fs, uri, as_of)
             if then is not None:
@@ -161,6 +170,41 @@ def preference_candidates(
             )
         )
     return out
+
+
+def _shown_refs(fs: ContextFS, uri: str, text: str, refs: list[str]) -> list[str]:
+    """`shown_refs` of a node's one-line synthesis; every ref when the node cannot be read."""
+    try:
+        node = fs.read_node(uri)
+    except (CtxError, OSError, ValueError):
+        return refs
+    return shown_refs(text, node.overview, refs)
+
+
+def shown_refs(text: str, overview: str, refs: Sequence[str]) -> list[str]:
+    """The refs of the overview's lines that `text` (a node's one-line synthesis) shows: a
+    line cites a message only if it carries that message's content. The synthesis joins the
+    first lines of the overview ("Ann: line; line (+12 more)"); a line it shows is found
+    whole in it, or by its content words when the synthesis says it in other words. Every
+    ref when no overview line cites its own."""
+    lines = split_units(overview, list(refs), derived=False)
+    if not any(u.refs for u in lines):
+        return list(refs)  # lines that cite nothing of their own: nothing to narrow by
+    shown = " ".join(text.lower().split())
+    words = token_set(text)
+    out: list[str] = []
+    for u in lines:
+        line = split_annotation(u.body)[0]
+        body = " ".join(line.lower().split()).rstrip(".")
+        held = token_set(line)
+        if not u.refs or not body:
+            continue
+        if body in shown or (held and len(held & words) >= SHOWN_SHARE * len(held)):
+            out.extend(r for r in u.refs if r not in out)
+    return out
+
+
+SHOWN_SHARE = 0.8  # a line said in other words is shown when this share of its words is
 
 
 def _views_then(fs: ContextFS, uri: str, as_of: date) -> View | None:
@@ -311,7 +355,10 @@ def _memory_loader(
             return []
         node = fs.read_node(uri)
         refs = list(node.source_refs)
-        head = split_units(node.abstract, refs, derived=True)[:1]
+        head = [
+            Unit(u.text, shown_refs(u.text, node.overview, refs))
+            for u in split_units(node.abstract, refs, derived=True)[:1]
+        ]
         temporal = node.category in TEMPORAL_CATEGORIES
         if temporal and not synthesis_holds(node.metadata.get("observed_at"), as_of):
             head = []
@@ -362,6 +409,7 @@ __all__ = [
     "hit_candidates",
     "preference_candidates",
     "render",
+    "shown_refs",
     "superseded",
     "valid_units",
     "with_replies",

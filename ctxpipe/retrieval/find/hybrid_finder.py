@@ -61,6 +61,39 @@ from ctxpipe.storage.db import Database
 _MIN_CUT_TOKENS = 8  # a budget's last hit is cut to what is left, unless that is less
 
 
+def restates(abstract: str, text: str, *, cut: bool = False) -> bool:
+    """The L0 line `abstract` says nothing `text` does not: it is empty, or its words (after
+    a "Subject: " head, which a node's one-line synthesis starts with) are found in `text` in
+    the same order. A line `cut` to its token cap may end in a partial word, which is not
+    compared; the text may itself be a snippet cut short, so a synthesis that runs past its
+    end is judged by the part the snippet has."""
+    said = " ".join(text.lower().split())
+    for head in _heads(abstract):
+        words = head.lower().rstrip(" .!").split()
+        if cut and len(words) > 1:
+            words = words[:-1]
+        if not words:
+            return True
+        body = " ".join(words)
+        if body in said:
+            return True
+        # the snippet ends first: its words open the synthesis
+        snippet = said.split()
+        if len(snippet) >= 8 and body.startswith(" ".join(snippet[:-1])):
+            return True
+    return False
+
+
+SUBJECT_WORDS = 4  # a "Subject: " head names the node's subject in a few words
+
+
+def _heads(abstract: str) -> list[str]:
+    """The L0 line as it reads, and without its "Subject: " head."""
+    line = " ".join(abstract.split())
+    subject, sep, rest = line.partition(": ")
+    return [line, rest] if sep and 0 < len(subject.split()) <= SUBJECT_WORDS else [line]
+
+
 class HybridFinder:
     def __init__(
         self,
@@ -286,15 +319,18 @@ class HybridFinder:
         abstract = ""
         if level == 0:
             abstract = text
-        elif temporal and not synthesis_holds(row.observed_at, as_of):
-            pass  # the L0 line says what holds now, not what held then
+        elif temporal:
+            # a profile or preference memory is a list of facts, its L0 line a digest of the
+            # first of them: other facts, not this line's context (and, as of a date, what
+            # holds now rather than then); each line names whom it is about
+            pass
         elif ctype != "session":  # a memory's L1/L2 line comes with its L0 line
             lines = row.abstract_text.strip().splitlines()
             abstract = self.counter.truncate(lines[0], self.config.abstract_tokens) if lines else ""
-            a, t = " ".join(abstract.lower().split()), " ".join(text.lower().split())
-            if not a or a in t:
+            t = " ".join(text.lower().split())
+            if restates(abstract, text, cut=bool(lines) and abstract != lines[0]):
                 abstract = ""
-            elif t in a:
+            elif t in " ".join(abstract.lower().split()):
                 abstract = text
         hit = FindHit(
             uri=row.uri,
@@ -357,4 +393,4 @@ def _holds(row: CandidateRow, line: Unit, as_of: date | None) -> bool:
     return split_annotation(line.text)[1].holds(as_of)
 
 
-__all__ = ["HybridFinder"]
+__all__ = ["HybridFinder", "restates"]

@@ -154,6 +154,11 @@ class ContextConfig(BaseModel):
         "next turn of its chunk, said by another speaker (the answer repeats few of the words "
         "a query shares with the question)",
     )
+    about_speaker: bool = Field(
+        True,
+        description="a query that names one participant of the retrieved turns is about them: "
+        "turns said by the others (and not answered by them) go after the rest of the evidence",
+    )
     snapshots_per_process: int = Field(
         256, ge=1, description="incremental-context snapshots a process keeps in memory"
     )

@@ -11,7 +11,13 @@ from ctxpipe.core.models import ContextNode
 from ctxpipe.core.session import RequestContext
 from ctxpipe.fs import ContextFS
 from ctxpipe.retrieval.config import ContextConfig
-from ctxpipe.retrieval.context.candidates import REPLY_WORDS, hit_candidates, shown_refs
+from ctxpipe.retrieval.context.candidates import (
+    REPLY_WORDS,
+    hit_candidates,
+    named_speaker,
+    shown_refs,
+    speaks,
+)
 from ctxpipe.retrieval.context.context_builder import ContextBuilder, ContextRequest, ContextResult
 from ctxpipe.retrieval.models import FindFilters, FindHit
 from ctxpipe.retrieval.tokens import counter_for_model
@@ -320,3 +326,48 @@ def test_an_opened_memory_cites_its_head_line_by_what_it_shows(tmp_path: Path) -
     opened = cand.view(1)
     assert opened is not None and opened[0].refs == ["s3:m1"]  # not every ref of the node
     assert [u.refs for u in opened[1:]] == [["s1:m2"], ["s2:m5"], ["s3:m1"]]
+
+
+def said(i: int, who: str, text: str, score: float) -> FindHit:
+    return turn(i, text, score).model_copy(
+        update={"text": f"{who} (3 May 2024): {text}", "speaker": who}
+    )
+
+
+def test_a_question_about_one_participant_puts_the_others_turns_after_theirs() -> None:
+    hits = [
+        said(1, "Tom", "Do you still play any instruments these days?", 0.9),
+        said(2, "Tom", "I play the drums in a band on weekends.", 0.8),
+        said(3, "Ann", "I took up the violin again last winter.", 0.7),
+    ]
+    builder = ContextBuilder(COUNTER)
+
+    def order(query: str) -> list[str]:
+        req = ContextRequest(query=query, budget=400, incremental=False)
+        res = builder.build(req, CTX, FILTERS, hits=hits)
+        return [i.source_refs[0] for s in res.sections if s.name == "retrieval" for i in s.items]
+
+    assert named_speaker("What instruments does Ann play?", hits) == "ann"
+    assert order("What instruments does Ann play?") == ["s3:m1", "s1:m1", "s2:m1"]
+    # both named, or neither: the retrieval's order stands
+    assert named_speaker("What do Ann and Tom play?", hits) == ""
+    assert order("What do Ann and Tom play?") == ["s1:m1", "s2:m1", "s3:m1"]
+    assert order("Who plays an instrument?") == ["s1:m1", "s2:m1", "s3:m1"]
+    off = ContextBuilder(COUNTER, config=ContextConfig(about_speaker=False))
+    req = ContextRequest(query="What instruments does Ann play?", budget=400, incremental=False)
+    kept = off.build(req, CTX, FILTERS, hits=hits)
+    assert [i.source_refs[0] for s in kept.sections for i in s.items if i.source_refs] == [
+        "s1:m1",
+        "s2:m1",
+        "s3:m1",
+    ]
+
+
+def test_a_turn_of_another_that_the_named_participant_answers_keeps_its_place() -> None:
+    question = archive_hit(
+        ["m1"], "Tom (3 May 2024): How long have you had such a great support system?"
+    ).model_copy(update={"speaker": "Tom"})
+    (cand,) = hit_candidates([question], "retrieval", 70, None, replies=True)
+    assert speaks(cand, "ann")  # Ann's reply is in its view
+    (plain,) = hit_candidates([question], "retrieval", 70, None)
+    assert not speaks(plain, "ann") and speaks(plain, "tom")

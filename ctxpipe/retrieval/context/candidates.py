@@ -267,6 +267,26 @@ def superseded(h: FindHit, as_of: date | None = None) -> bool:
     return any(not line_holds(ln, as_of) for ln in (h.text or h.abstract).splitlines() if ln)
 
 
+def named_speaker(query: str, hits: Sequence[FindHit]) -> str:
+    """The one participant of the retrieved turns the query names ("What instruments does
+    Melanie play?"), lower-cased; "" when it names none of them, or several. A question
+    about a person is answered by what that person said: on LoCoMo's tuning conversations 97 %
+    of the evidence turns of such questions are the named person's own, while a third of the
+    turns `find` ranks in its top 10 for them are said by someone else."""
+    asked = {w.lower() for w in re.findall(r"[\w'-]+", query)}
+    names = {h.speaker.lower() for h in hits if h.context_type == "session" and h.speaker}
+    named = [n for n in names if set(n.split()) <= asked]
+    return named[0] if len(named) == 1 else ""
+
+
+def speaks(cand: Candidate, speaker: str) -> bool:
+    """The candidate is not a turn of someone else: a memory, a turn `speaker` said, or one
+    that `speaker` answers (its reply)."""
+    units = cand.views[0] if cand.views else []
+    said = {u.speaker.lower() for u in units if u.speaker}
+    return not said or speaker in said
+
+
 _SPEAKER_RE = re.compile(r"^[^:\n]{1,80}?: ")  # "Ann (8 May 2023): " heads a turn's line
 
 
@@ -280,7 +300,7 @@ def _hit_units(h: FindHit, text: str) -> View:
     for ln in (ln.strip() for ln in text.splitlines()):
         if ln:
             m = _SPEAKER_RE.match(ln)
-            out.append(Unit(ln, refs, prefix=m.group(0) if m else ""))
+            out.append(Unit(ln, refs, prefix=m.group(0) if m else "", speaker=h.speaker))
     return with_dates(out)
 
 
@@ -407,9 +427,11 @@ __all__ = [
     "cited",
     "conversation_candidates",
     "hit_candidates",
+    "named_speaker",
     "preference_candidates",
     "render",
     "shown_refs",
+    "speaks",
     "superseded",
     "valid_units",
     "with_replies",

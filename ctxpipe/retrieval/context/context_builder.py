@@ -31,7 +31,9 @@ from ctxpipe.retrieval.context.candidates import (
     Candidate,
     conversation_candidates,
     hit_candidates,
+    named_speaker,
     preference_candidates,
+    speaks,
     superseded,
 )
 from ctxpipe.retrieval.context.context_request import (
@@ -306,10 +308,13 @@ class ContextBuilder:
         )
         rank = {hit_key(h): i for i, h in enumerate(hits)}
         closed = {hit_key(h) for h in hits if superseded(h, as_of)}
+        named = named_speaker(req.query, hits) if self.config.about_speaker else ""
         for c in evidence:  # one ranking for both: the retrieval's
             c.order = rank.get(c.key, len(rank) + c.order)
+            if named and not speaks(c, named):  # a turn of someone the query is not about
+                c.order += len(rank) + len(evidence)
             if c.key in closed:  # a value that no longer holds: after every current one
-                c.order += 2 * len(rank) + len(evidence)
+                c.order += 2 * (len(rank) + len(evidence))
         cands += evidence
         for c in conv:
             c.section = "short_term"

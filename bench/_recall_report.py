@@ -29,7 +29,7 @@ def print_table(
     n = tally.count("bm25", conversations=convs)
     print(f"\n== {title}: {n} questions (categories 1-4: " + ", ".join(
         f"{CATEGORIES[c]}={tally.count('bm25', c, convs)}" for c in cats) + ")")  # fmt: skip
-    print(f"{'system':26}" + "".join(f"{c:>10}" for c in (*COLUMNS, HELD)))
+    print(f"{'system':26}" + "".join(f"{c:>10}" for c in COLUMNS) + f"{HELD:>12}")
     out: dict[str, Any] = {}
     for system in systems:
         if not tally.count(system, conversations=convs):
@@ -51,7 +51,7 @@ def print_table(
                 f"{row[c]:>10.1f}" if c.startswith(("tokens", "turns")) else f"{fmt(row[c]):>10}"
                 for c in COLUMNS
             )
-            + f"{fmt(row[HELD]):>10}"
+            + f"{fmt(row[HELD]):>12}"
         )
     print(f"\n{'per category':26}" + "".join(f"{CATEGORIES[c]:>24}" for c in cats))
     print(f"{'(grounded any@10 / aic@500)':26}")

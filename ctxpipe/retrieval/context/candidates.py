@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 
 from ctxpipe.core.errors import CtxError
+from ctxpipe.core.models import ContextNode
 from ctxpipe.core.session import Message
 from ctxpipe.core.text import token_set
 from ctxpipe.core.validity import (
@@ -148,11 +149,13 @@ def preference_candidates(
         if not line:
             continue
         refs = [str(r) for r in refs or []]
-        first = [Unit(line[0], refs)]
-        if fs is not None:
-            first = [Unit(line[0], _shown_refs(fs, uri, line[0], refs))]
+        node = _read(fs, uri) if fs is not None else None
+        # the line cites what it shows, not every message of the memory
+        first = [Unit(line[0], shown_refs(line[0], node.overview, refs) if node else refs)]
         if as_of is not None and fs is not None:
-            then = _views_then(fs, uri, as_of)
+            if node is None:
+                continue  # what held then cannot be told
+            then = _views_then(node, as_of)
             if then is not None:
                 if not then:
                     continue  # nothing of it was known yet
@@ -172,13 +175,12 @@ def preference_candidates(
     return out
 
 
-def _shown_refs(fs: ContextFS, uri: str, text: str, refs: list[str]) -> list[str]:
-    """`shown_refs` of a node's one-line synthesis; every ref when the node cannot be read."""
+def _read(fs: ContextFS, uri: str) -> ContextNode | None:
     try:
-        node = fs.read_node(uri)
-    except (CtxError, OSError, ValueError):
-        return refs
-    return shown_refs(text, node.overview, refs)
+        return fs.read_node(uri)
+    except (CtxError, OSError, ValueError) as exc:
+        log.debug("cannot read %s: %s", uri, exc)
+        return None
 
 
 def shown_refs(text: str, overview: str, refs: Sequence[str]) -> list[str]:
@@ -207,9 +209,8 @@ def shown_refs(text: str, overview: str, refs: Sequence[str]) -> list[str]:
 SHOWN_SHARE = 0.8  # a line said in other words is shown when this share of its words is
 
 
-def _views_then(fs: ContextFS, uri: str, as_of: date) -> View | None:
+def _views_then(node: ContextNode, as_of: date) -> View | None:
     """None when the node's L0 line held on `as_of`; else the L1 lines that held then."""
-    node = fs.read_node(uri)
     if synthesis_holds(node.metadata.get("observed_at"), as_of):
         return None
     return valid_units(split_units(node.overview, list(node.source_refs), derived=True), as_of)

@@ -110,7 +110,10 @@ class Placer:
                 kept.append(u)
                 continue
             left = room - (self.counter.count(render(kept)) if kept else 0)
-            cut = self.counter.truncate(u.text, left)
+            if cand.section == "user_prefs":
+                cut = self.whole_facts(u.text, left)
+            else:
+                cut = self.counter.truncate(u.text, left)
             # a cut that keeps a few words of a line (or only its speaker) holds nothing
             if cut and self.counter.count(cut[len(u.prefix) :]) >= MIN_CUT_TOKENS:
                 kept.append(Unit(cut, list(u.refs)))
@@ -118,6 +121,18 @@ class Placer:
         if not kept:
             return None
         return Placement(cand, view, kept, self.counter.count(render(kept)), truncated=True)
+
+    def whole_facts(self, text: str, room: int) -> str:
+        """A profile or preference line cut to `room` tokens at a fact boundary: its
+        synthesis joins facts with "; " ("Ann: lives in Lisbon; works as a nurse (+3 more)"),
+        and a fact cut in the middle says something else ("Ann: is allergic to"). Empty
+        when not even the first fact fits."""
+        facts = text.split("; ")
+        for n in range(len(facts) - 1, 0, -1):
+            head = "; ".join(facts[:n])
+            if self.counter.count(head) <= room:
+                return head
+        return ""
 
     def fill(self, cands: list[Candidate], budget: TokenBudget) -> dict[str, Placement]:
         placed: dict[str, Placement] = {}

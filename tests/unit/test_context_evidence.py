@@ -351,6 +351,8 @@ def test_a_question_about_one_participant_puts_the_others_turns_after_theirs() -
         return [i.source_refs[0] for s in res.sections if s.name == "retrieval" for i in s.items]
 
     assert named_speaker("What instruments does Ann play?", hits) == "ann"
+    assert named_speaker("What is Ann's favourite instrument?", hits) == "ann"
+    assert named_speaker("Which of Ann’s instruments is the oldest?", hits) == "ann"
     assert order("What instruments does Ann play?") == ["s3:m1", "s1:m1", "s2:m1"]
     # both named, or neither: the retrieval's order stands
     assert named_speaker("What do Ann and Tom play?", hits) == ""

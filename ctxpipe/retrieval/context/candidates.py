@@ -268,13 +268,16 @@ def superseded(h: FindHit, as_of: date | None = None) -> bool:
     return any(not line_holds(ln, as_of) for ln in (h.text or h.abstract).splitlines() if ln)
 
 
+_POSSESSIVE_RE = re.compile(r"['’]s?$")  # "Melanie's", "James'": the name itself
+
+
 def named_speaker(query: str, hits: Sequence[FindHit]) -> str:
     """The one participant of the retrieved turns the query names ("What instruments does
     Melanie play?"), lower-cased; "" when it names none of them, or several. A question
     about a person is answered by what that person said: on LoCoMo's tuning conversations 97 %
     of the evidence turns of such questions are the named person's own, while a third of the
     turns `find` ranks in its top 10 for them are said by someone else."""
-    asked = {w.lower() for w in re.findall(r"[\w'-]+", query)}
+    asked = {_POSSESSIVE_RE.sub("", w.lower()) for w in re.findall(r"[\w'’-]+", query)}
     names = {h.speaker.lower() for h in hits if h.context_type == "session" and h.speaker}
     named = [n for n in names if set(n.split()) <= asked]
     return named[0] if len(named) == 1 else ""

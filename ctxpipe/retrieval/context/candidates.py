@@ -22,7 +22,7 @@ from datetime import date
 from ctxpipe.core.errors import CtxError
 from ctxpipe.core.models import ContextNode
 from ctxpipe.core.session import Message
-from ctxpipe.core.text import token_set
+from ctxpipe.core.text import containment, token_set
 from ctxpipe.core.validity import (
     TEMPORAL_CATEGORIES,
     as_of_view,
@@ -183,6 +183,9 @@ def _read(fs: ContextFS, uri: str) -> ContextNode | None:
         return None
 
 
+SHOWN_SHARE = 0.8  # a line said in other words is shown when this share of its words is
+
+
 def shown_refs(text: str, overview: str, refs: Sequence[str]) -> list[str]:
     """The refs of the overview's lines that `text` (a node's one-line synthesis) shows: a
     line cites a message only if it carries that message's content. The synthesis joins the
@@ -201,12 +204,9 @@ def shown_refs(text: str, overview: str, refs: Sequence[str]) -> list[str]:
         held = token_set(line)
         if not u.refs or not body:
             continue
-        if body in shown or (held and len(held & words) >= SHOWN_SHARE * len(held)):
+        if body in shown or (held and containment(held, words) >= SHOWN_SHARE):
             out.extend(r for r in u.refs if r not in out)
     return out
-
-
-SHOWN_SHARE = 0.8  # a line said in other words is shown when this share of its words is
 
 
 def _views_then(node: ContextNode, as_of: date) -> View | None:

@@ -68,6 +68,7 @@ def restates(abstract: str, text: str, *, cut: bool = False) -> bool:
     compared; the text may itself be a snippet cut short, so a synthesis that runs past its
     end is judged by the part the snippet has."""
     said = " ".join(text.lower().split())
+    snippet = " ".join(said.split()[:-1]) if len(said.split()) >= 8 else ""
     for head in _heads(abstract):
         words = head.lower().rstrip(" .!").split()
         if cut and len(words) > 1:
@@ -77,9 +78,7 @@ def restates(abstract: str, text: str, *, cut: bool = False) -> bool:
         body = " ".join(words)
         if body in said:
             return True
-        # the snippet ends first: its words open the synthesis
-        snippet = said.split()
-        if len(snippet) >= 8 and body.startswith(" ".join(snippet[:-1])):
+        if snippet and body.startswith(snippet):  # the snippet ends first: it opens the line
             return True
     return False
 

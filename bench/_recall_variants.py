@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ctxpipe.retrieval.config import FindConfig  # noqa: E402
+from ctxpipe.retrieval.config import ContextConfig, FindConfig  # noqa: E402
 from ctxpipe.retrieval.context.context_builder import ContextBuilder  # noqa: E402
 from ctxpipe.retrieval.find.hybrid_finder import HybridFinder  # noqa: E402
 from ctxpipe.retrieval.read_path import ReadPath  # noqa: E402
@@ -34,6 +34,22 @@ def parse_variant(spec: str, model: type[BaseModel] = FindConfig) -> dict[str, A
             raise SystemExit(f"{spec!r}: {key!r} is not a {model.__name__} field=value")
         update[key.strip()] = value.strip()
     return model(**update).model_dump(include=set(update))
+
+
+FIND_PREFIX = "find."  # a --context-variant key of the finder the context retrieves with
+
+
+def parse_context_variant(spec: str) -> dict[str, Any]:
+    """``replies=false,find.dense_rows=32`` -> ContextConfig values, and FindConfig values
+    (of the finder the builder retrieves with) under their ``find.`` keys."""
+    parts = [p for p in spec.split(",") if p.strip()]
+    found = [p.strip()[len(FIND_PREFIX) :] for p in parts if p.strip().startswith(FIND_PREFIX)]
+    own = [p for p in parts if not p.strip().startswith(FIND_PREFIX)]
+    update = parse_variant(",".join(own), ContextConfig) if own else {}
+    if found:
+        finder = parse_variant(",".join(found))
+        update |= {FIND_PREFIX + k: v for k, v in finder.items()}
+    return update
 
 
 def find_variant(read: ReadPath, system: str, update: dict[str, Any]) -> HybridFinder:
@@ -56,15 +72,21 @@ def search_variant(read: ReadPath, system: str, update: dict[str, Any]) -> Searc
 
 
 def context_variant(read: ReadPath, system: str, update: dict[str, Any]) -> ContextBuilder:
-    """A context builder over the same read path with some ContextConfig values changed."""
+    """A context builder over the same read path with some ContextConfig values changed (and
+    a finder of its own where `update` has ``find.`` keys)."""
     if system not in _BUILDERS:
         base = read.builder
+        finder = base.finder
+        own = {k: v for k, v in update.items() if not k.startswith(FIND_PREFIX)}
+        found = {k[len(FIND_PREFIX) :]: v for k, v in update.items() if k.startswith(FIND_PREFIX)}
+        if found:
+            finder = find_variant(read, system, found)
         _BUILDERS[system] = ContextBuilder(
             base.counter,
-            finder=base.finder,
+            finder=finder,
             fs=base.fs,
             intent=base.intent,
-            config=base.config.model_copy(update=update),
+            config=base.config.model_copy(update=own),
             schema=base.schema,
         )
     return _BUILDERS[system]

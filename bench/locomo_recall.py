@@ -44,7 +44,13 @@ from _grounding import TurnContent
 from _locomo import evidence_ids
 from _recall_report import BASELINES, BEST_SENTENCE, CATEGORIES, report
 from _recall_scoring import BUDGETS, Built, Item, Tally, score_context, score_items
-from _recall_variants import context_variant, find_variant, parse_variant, search_variant
+from _recall_variants import (
+    context_variant,
+    find_variant,
+    parse_context_variant,
+    parse_variant,
+    search_variant,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -57,7 +63,7 @@ from ctxpipe.core.session import RequestContext, SessionInput  # noqa: E402
 from ctxpipe.index.wiring import make_worker  # noqa: E402
 from ctxpipe.index.worker import IndexWorker  # noqa: E402
 from ctxpipe.retrieval.access import owner_spaces  # noqa: E402
-from ctxpipe.retrieval.config import ContextConfig, HierarchicalConfig  # noqa: E402
+from ctxpipe.retrieval.config import HierarchicalConfig  # noqa: E402
 from ctxpipe.retrieval.context.context_builder import ContextBuilder, ContextRequest  # noqa: E402
 from ctxpipe.retrieval.find.hybrid_finder import HybridFinder  # noqa: E402
 from ctxpipe.retrieval.models import FindFilters, FindHit, FindResult  # noqa: E402
@@ -148,7 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "alpha=0.8), as a system of its own; repeatable")  # fmt: skip
     ap.add_argument("--context-variant", action="append", default=[], metavar="K=V[,K=V]",
                     help="also score build_context with these ContextConfig values (e.g. "
-                         "lead_view=sentence), as a system of its own; repeatable")  # fmt: skip
+                         "lead_view=sentence), and FindConfig values of the finder it "
+                         "retrieves with under find. keys (find.dense_rows=32), as a system of "
+                         "its own; repeatable")  # fmt: skip
     args = ap.parse_args(argv)
 
     data = _locomo.load(args.data)
@@ -160,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for spec in args.search_variant:
         SEARCH_VARIANTS[f"search {spec}"] = parse_variant(spec, HierarchicalConfig)
     for spec in args.context_variant:
-        CONTEXT_VARIANTS[f"build_context {spec}"] = parse_variant(spec, ContextConfig)
+        CONTEXT_VARIANTS[f"build_context {spec}"] = parse_context_variant(spec)
     tmp = args.state or Path(tempfile.mkdtemp(prefix="ctxpipe-locomo-"))
     tmp.mkdir(parents=True, exist_ok=True)
     marker = tmp / "ingested.json"

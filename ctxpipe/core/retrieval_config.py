@@ -26,6 +26,13 @@ class FindConfig(BaseModel):
     vector_weight: float = Field(1.0, ge=0.0, description="weight of the vector arm in the fusion")
     text_weight: float = Field(1.0, ge=0.0, description="weight of the full-text arm in the fusion")
     candidates: int = Field(40, ge=1, le=1000, description="rows each arm contributes")
+    common_word_ratio: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="a query word in more than this share of the scope's chunks is a stopword "
+        "of that scope: neither embedded nor matched on (0: off)",
+    )
     max_query_terms: int = Field(
         12, ge=1, le=64, description="query terms the full-text arm matches at most"
     )

@@ -9,6 +9,18 @@ SELECT (SELECT count(*) FROM {{schema}}.context_chunks AS c WHERE {where}),
        (SELECT coalesce(avg(length(s.tsv)), 1)::float8
         FROM (SELECT c.tsv FROM {{schema}}.context_chunks AS c WHERE {where} LIMIT 2000) AS s)
 
+-- name: retrieval_common_lexemes
+-- The lexemes more than common_ratio of the scope's rows hold (on a sample of them in a
+-- large scope), and the rows counted: the scope's own stopwords, counted once per scope.
+WITH sample AS MATERIALIZED (
+    SELECT c.tsv FROM {{schema}}.context_chunks AS c WHERE {where} LIMIT %(sample)s
+),
+n AS MATERIALIZED (SELECT count(*) AS n FROM sample)
+SELECT l.lexeme, (SELECT n FROM n) AS n
+FROM sample CROSS JOIN LATERAL unnest(sample.tsv) AS l(lexeme, positions, weights)
+GROUP BY l.lexeme
+HAVING count(*) > %(common_ratio)s * (SELECT n FROM n)
+
 -- name: retrieval_text_arm
 -- The full-text arm, BM25-style: the IDF of each query term within the scope (computed by the
 -- caller), binary term frequency, length normalisation. It reads only chunks matching the

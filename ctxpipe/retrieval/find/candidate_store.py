@@ -27,7 +27,7 @@ its transaction-local settings.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -37,6 +37,7 @@ from psycopg.rows import RowFactory, class_row, tuple_row
 
 from ctxpipe.core.caches import LockedCache
 from ctxpipe.core.errors import StorageError
+from ctxpipe.core.text import stem
 from ctxpipe.retrieval.config import FindConfig
 from ctxpipe.retrieval.models import CandidateRow, FindFilters
 from ctxpipe.retrieval.units.lexical import bm25_idf, query_terms, tsquery_or
@@ -54,6 +55,15 @@ R = TypeVar("R")
 
 _BM25_K1 = 1.2
 _BM25_B = 0.75
+# a scope of fewer rows says too little about which words are common to most of them
+COMMON_MIN_ROWS = 20
+
+
+def common_words(terms: Sequence[str], common: Collection[str]) -> set[str]:
+    """The query terms whose lexeme is one of the scope's `common` lexemes — none when every
+    term is (nothing would be left to search with)."""
+    out = {t for t in terms if stem(t) in common}
+    return set() if out >= set(terms) else out
 
 
 def build_where(
@@ -107,6 +117,10 @@ class CandidateStore:
         self._stats: LockedCache[tuple[int, float]] = LockedCache.ttl(1024, config.count_cache_s)
         # term document frequencies for the IDFs: they move slowly, one query per new term
         self._df: LockedCache[int] = LockedCache.ttl(50_000, max(config.count_cache_s, 60.0))
+        # the lexemes most of a scope's rows hold: its names move as slowly as the IDFs
+        self._common: LockedCache[frozenset[str]] = LockedCache.ttl(
+            1024, max(config.count_cache_s, 60.0)
+        )
         self._tuner = HnswTuner(self.queries)
 
     @staticmethod
@@ -144,6 +158,36 @@ class CandidateStore:
                 out[t] = found.get(t, 0)  # 0: a stopword, or absent from the scope
                 self._df.put((key, t), out[t])
         return out
+
+    def common_lexemes(self, filters: FindFilters) -> frozenset[str]:
+        """The lexemes in more than `common_word_ratio` of the scope's rows (of a sample of
+        `df_sample_rows` in a large one): the scope's own stopwords, such as the name of the
+        person its memories are about, which every third-person memory line and every
+        archive line of theirs holds. None in a scope of fewer than `COMMON_MIN_ROWS` rows.
+        One statement per scope, cached as the IDFs are."""
+        ratio = self.config.common_word_ratio
+        if ratio <= 0:
+            return frozenset()
+        key = self._scope_key(filters)
+        cached = self._common.get(key)
+        if cached is not None:
+            return cached
+        where, params = build_where(filters, scope_only=True)
+        params.update(sample=self.config.df_sample_rows, common_ratio=ratio)
+        with self.db.autocommit() as conn:
+            rows = conn.execute(
+                sql.SQL(self.queries["retrieval_common_lexemes"]).format(where=where), params
+            ).fetchall()
+        out = frozenset(str(lex) for lex, n in rows if int(n) >= COMMON_MIN_ROWS)
+        self._common.put(key, out)
+        return out
+
+    def common_terms(self, filters: FindFilters, terms: Sequence[str]) -> set[str]:
+        """The query terms that are the scope's own stopwords (`common_lexemes`): neither
+        arm searches with them, unless every term is one."""
+        if not terms or self.config.common_word_ratio <= 0:
+            return set()
+        return common_words(terms, self.common_lexemes(filters))
 
     def text_plan(
         self, filters: FindFilters, terms: Sequence[str], n_rows: int
@@ -194,13 +238,15 @@ class CandidateStore:
         *,
         plan: str | None = None,
         timings: dict[str, float] | None = None,
+        common: Collection[str] = (),
     ) -> TextArm:
         """Scope statistics, the plan, term IDFs, and the full-text ranking (no query vector
-        needed: it runs while the query is being embedded)."""
+        needed: it runs while the query is being embedded), without the `common` terms."""
         cfg = self.config
         timings = timings if timings is not None else {}
         t0 = time.perf_counter()
         terms = query_terms(query, cfg.max_query_terms) if cfg.text_weight > 0 else []
+        terms = [t for t in terms if t not in common]
         if terms and plan in (None, "exact") and self._cold(filters, terms):
             cold = self._cold_text_arm(filters, terms, n_cand, timings)
             if cold is not None:
@@ -405,6 +451,7 @@ class CandidateStore:
     def invalidate(self) -> None:
         self._stats.clear()
         self._df.clear()
+        self._common.clear()
 
     def _tune(self, conn: psycopg.Connection[Any], limit: int) -> None:
         """Transaction-local HNSW settings: candidate list size and iterative scans."""

@@ -46,7 +46,13 @@ from ctxpipe.retrieval.find.recall_stats import RecallStatsStore
 from ctxpipe.retrieval.models import CandidateRow, FindFilters, FindHit, FindResult
 from ctxpipe.retrieval.tokens import TokenCounter
 from ctxpipe.retrieval.units.date_match import Period, line_bonus, query_periods
-from ctxpipe.retrieval.units.lexical import Unit, bm25_tokens, unit_texts
+from ctxpipe.retrieval.units.lexical import (
+    Unit,
+    bm25_tokens,
+    query_terms,
+    unit_texts,
+    without_words,
+)
 from ctxpipe.retrieval.units.sentence_ranking import (
     Sentence,
     StoredUnitCache,
@@ -138,6 +144,17 @@ class HybridFinder:
     def embed(self, query: str) -> list[float]:
         return [float(x) for x in self.embedder.encode([query])[0]]
 
+    def dense_query(self, query: str, filters: FindFilters) -> str:
+        """The text the vector arm embeds: the query without the scope's own stopwords
+        (`CandidateStore.common_lexemes`: words more than `common_word_ratio` of its chunks
+        hold), which the text arm does not match on either. Such a word tells no chunk from
+        another, but in a question's embedding it dominates: "What is Ann's relationship
+        status?" comes nearest to any short line that names Ann ("Ann would love to check them
+        out") and far from the turn that answers it ("It'll be tough as a single parent"),
+        which says "I"."""
+        common = self.store.common_terms(filters, query_terms(query, self.config.max_query_terms))
+        return without_words(query, common) if common else query
+
     def _timed_embed(self, query: str, timings: dict[str, float]) -> list[float]:
         t0 = time.perf_counter()
         try:
@@ -164,9 +181,13 @@ class HybridFinder:
         t0 = time.perf_counter()
         n_cand = max(cfg.candidates, 2 * k)
         pending: Future[list[float]] | None = None
+        # the scope's own stopwords (cached per scope): searched with by neither arm
+        common = self.store.common_terms(filters, query_terms(query, cfg.max_query_terms))
+        timings["common_words"] = (time.perf_counter() - t0) * 1000
         if query_vector is None:  # embed while the text arm runs in PostgreSQL
-            pending = self._pool.submit(self._timed_embed, query, timings)
-        arm = self.store.text_arm(query, filters, n_cand, plan=plan, timings=timings)
+            dense = without_words(query, common) if common else query
+            pending = self._pool.submit(self._timed_embed, dense, timings)
+        arm = self.store.text_arm(query, filters, n_cand, plan=plan, timings=timings, common=common)
         # the dates the query names: also while the query is embedded
         periods = query_periods(query, filters.as_of or date.today()) if cfg.date_weight else []
         qvec = pending.result() if pending is not None else list(query_vector or ())

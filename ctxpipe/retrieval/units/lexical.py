@@ -45,6 +45,21 @@ def query_terms(query: str, limit: int = 12) -> list[str]:
     return out
 
 
+_QUERY_WORD_RE = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]{0,2})?")  # "Ann's" is one word
+
+
+def without_words(text: str, drop: Iterable[str]) -> str:
+    """`text` without the words whose lexeme (`words`) is in `drop` ("Ann's" with "ann"),
+    spaces collapsed."""
+    gone = set(drop)
+
+    def keep(m: re.Match[str]) -> str:
+        lexemes = words(m.group(0))
+        return "" if lexemes and lexemes[0] in gone else m.group(0)
+
+    return " ".join(_QUERY_WORD_RE.sub(keep, text).split())
+
+
 def tsquery_or(terms: Sequence[str]) -> str:
     """``a | b | c`` for ``to_tsquery('english', …)`` (terms are [a-z0-9]+ only)."""
     safe = [t for t in terms if re.fullmatch(r"[a-z0-9]+", t)]

@@ -10,8 +10,8 @@ SELECT (SELECT count(*) FROM {{schema}}.context_chunks AS c WHERE {where}),
         FROM (SELECT c.tsv FROM {{schema}}.context_chunks AS c WHERE {where} LIMIT 2000) AS s)
 
 -- name: retrieval_common_lexemes
--- The lexemes more than common_ratio of the scope's rows hold (on a sample of them in a
--- large scope), and the rows counted: the scope's own stopwords, counted once per scope.
+-- The lexemes more than common_ratio of the scope's rows hold (of its first `sample` rows
+-- in a large scope), and the rows counted: the scope's own stopwords.
 WITH sample AS MATERIALIZED (
     SELECT c.tsv FROM {{schema}}.context_chunks AS c WHERE {where} LIMIT %(sample)s
 ),

@@ -137,3 +137,18 @@ def test_the_text_arm_does_not_match_on_a_common_word_cold_or_warm(finder: Hybri
     store.invalidate()
     assert store.common_terms(SCOPE, ["ann"]) == set()
     assert set(store.text_arm("Ann?", SCOPE, 40).idf) == {"ann"}
+
+
+def test_a_scope_is_counted_again_in_the_background_while_finds_go_on(
+    finder: HybridFinder,
+) -> None:
+    store = finder.store
+    store.invalidate()
+    assert store.common_lexemes(SCOPE) == {"ann"}  # the first find of the scope counts it
+    key = store._scope_key(SCOPE)
+    store._common.put(key, frozenset({"stale"}))  # what an earlier count found
+    assert store.common_lexemes(SCOPE) == {"stale"}  # still fresh: not counted again
+    store._common_fresh.clear()  # COMMON_REFRESH_S later
+    assert store.common_lexemes(SCOPE) == {"stale"}  # served at once...
+    store._recounter().submit(lambda: None).result()  # ...while it is counted again
+    assert store.common_lexemes(SCOPE) == {"ann"}

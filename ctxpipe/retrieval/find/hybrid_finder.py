@@ -144,15 +144,17 @@ class HybridFinder:
     def embed(self, query: str) -> list[float]:
         return [float(x) for x in self.embedder.encode([query])[0]]
 
-    def dense_query(self, query: str, filters: FindFilters) -> str:
+    def dense_query(self, query: str, filters: FindFilters, common: set[str] | None = None) -> str:
         """The text the vector arm embeds: the query without the scope's own stopwords
         (`CandidateStore.common_lexemes`: words more than `common_word_ratio` of its chunks
         hold), which the text arm does not match on either. Such a word tells no chunk from
         another, but in a question's embedding it dominates: "What is Ann's relationship
         status?" comes nearest to any short line that names Ann ("Ann would love to check them
         out") and far from the turn that answers it ("It'll be tough as a single parent"),
-        which says "I"."""
-        common = self.store.common_terms(filters, query_terms(query, self.config.max_query_terms))
+        which says "I". `common`: those words, when the caller has them already."""
+        if common is None:
+            terms = query_terms(query, self.config.max_query_terms)
+            common = self.store.common_terms(filters, terms)
         return without_words(query, common) if common else query
 
     def _timed_embed(self, query: str, timings: dict[str, float]) -> list[float]:
@@ -185,7 +187,7 @@ class HybridFinder:
         common = self.store.common_terms(filters, query_terms(query, cfg.max_query_terms))
         timings["common_words"] = (time.perf_counter() - t0) * 1000
         if query_vector is None:  # embed while the text arm runs in PostgreSQL
-            dense = without_words(query, common) if common else query
+            dense = self.dense_query(query, filters, common)
             pending = self._pool.submit(self._timed_embed, dense, timings)
         arm = self.store.text_arm(query, filters, n_cand, plan=plan, timings=timings, common=common)
         # the dates the query names: also while the query is embedded

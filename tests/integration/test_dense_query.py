@@ -11,7 +11,7 @@ import pytest
 
 from ctxpipe.providers.embedder import PACKAGED_MODEL, SentenceTransformerEmbedder
 from ctxpipe.retrieval.config import FindConfig
-from ctxpipe.retrieval.find.candidate_store import COMMON_MIN_ROWS
+from ctxpipe.retrieval.find.common_words import COMMON_MIN_ROWS
 from ctxpipe.retrieval.find.hybrid_finder import HybridFinder
 from ctxpipe.retrieval.models import FindFilters
 from ctxpipe.retrieval.tokens import counter_for_model
@@ -146,9 +146,9 @@ def test_a_scope_is_counted_again_in_the_background_while_finds_go_on(
     store.invalidate()
     assert store.common_lexemes(SCOPE) == {"ann"}  # the first find of the scope counts it
     key = store._scope_key(SCOPE)
-    store._common.put(key, frozenset({"stale"}))  # what an earlier count found
+    store.common.counted.put(key, frozenset({"stale"}))  # what an earlier count found
     assert store.common_lexemes(SCOPE) == {"stale"}  # still fresh: not counted again
-    store._common_fresh.clear()  # COMMON_REFRESH_S later
+    store.common.fresh.clear()  # COMMON_REFRESH_S later
     assert store.common_lexemes(SCOPE) == {"stale"}  # served at once...
-    store._recounter().submit(lambda: None).result()  # ...while it is counted again
+    store.common.recounter().submit(lambda: None).result()  # ...while it is counted again
     assert store.common_lexemes(SCOPE) == {"ann"}

@@ -4,7 +4,7 @@ them (`without_words`)."""
 
 from __future__ import annotations
 
-from ctxpipe.retrieval.find.candidate_store import common_words
+from ctxpipe.retrieval.find.common_words import common_words
 from ctxpipe.retrieval.units.lexical import query_terms, without_words
 
 

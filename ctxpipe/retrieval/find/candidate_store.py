@@ -26,10 +26,8 @@ its transaction-local settings.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Collection, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -39,8 +37,8 @@ from psycopg.rows import RowFactory, class_row, tuple_row
 
 from ctxpipe.core.caches import LockedCache
 from ctxpipe.core.errors import StorageError
-from ctxpipe.core.text import stem
 from ctxpipe.retrieval.config import FindConfig
+from ctxpipe.retrieval.find.common_words import CommonLexemes, common_words
 from ctxpipe.retrieval.models import CandidateRow, FindFilters
 from ctxpipe.retrieval.units.lexical import bm25_idf, query_terms, tsquery_or
 from ctxpipe.storage.chunk_sql import (
@@ -57,21 +55,6 @@ R = TypeVar("R")
 
 _BM25_K1 = 1.2
 _BM25_B = 0.75
-# a scope of fewer rows says too little about which words are common to most of them
-COMMON_MIN_ROWS = 20
-# rows a scope's common words are counted on: a word in more than half of them is told
-# apart from one in 45 % at this size, and the count stays ~10-20 ms on a large scope
-COMMON_SAMPLE_ROWS = 1000
-# a scope's common words are counted again in the background this often (its names change
-# slowly); a find never waits for that once the scope has been counted in the process
-COMMON_REFRESH_S = 300.0
-
-
-def common_words(terms: Sequence[str], common: Collection[str]) -> set[str]:
-    """The query terms whose lexeme is one of the scope's `common` lexemes — none when every
-    term is (nothing would be left to search with)."""
-    out = {t for t in terms if stem(t) in common}
-    return set() if out >= set(terms) else out
 
 
 def build_where(
@@ -125,11 +108,7 @@ class CandidateStore:
         self._stats: LockedCache[tuple[int, float]] = LockedCache.ttl(1024, config.count_cache_s)
         # term document frequencies for the IDFs: they move slowly, one query per new term
         self._df: LockedCache[int] = LockedCache.ttl(50_000, max(config.count_cache_s, 60.0))
-        # the lexemes most of a scope's rows hold, and which of them were counted lately
-        self._common: LockedCache[frozenset[str]] = LockedCache.lru(1024)
-        self._common_fresh: LockedCache[bool] = LockedCache.ttl(1024, COMMON_REFRESH_S)
-        self._recount: ThreadPoolExecutor | None = None
-        self._recount_lock = threading.Lock()
+        self.common = CommonLexemes(db, self.queries, config.common_word_ratio)
         self._tuner = HnswTuner(self.queries)
 
     @staticmethod
@@ -169,44 +148,10 @@ class CandidateStore:
         return out
 
     def common_lexemes(self, filters: FindFilters) -> frozenset[str]:
-        """The lexemes in more than `common_word_ratio` of the scope's rows (of a sample of
-        `COMMON_SAMPLE_ROWS` in a large one): the scope's own stopwords, such as the name of
-        the person its memories are about, which every third-person memory line and every
-        archive line of theirs holds. None in a scope of fewer than `COMMON_MIN_ROWS` rows.
-        One statement the first time a process searches the scope; after
-        `COMMON_REFRESH_S` the scope is counted again in the background while finds go on
-        with what was counted before."""
-        ratio = self.config.common_word_ratio
-        if ratio <= 0:
-            return frozenset()
-        key = self._scope_key(filters)
-        cached = self._common.get(key)
-        if cached is None:
-            return self._count_common(filters, key)
-        if self._common_fresh.get(key) is None:
-            self._common_fresh.put(key, True)  # one recount at a time
-            self._recounter().submit(self._count_common, filters, key)
-        return cached
-
-    def _count_common(self, filters: FindFilters, key: tuple[Any, ...]) -> frozenset[str]:
-        where, params = build_where(filters, scope_only=True)
-        params.update(sample=COMMON_SAMPLE_ROWS, common_ratio=self.config.common_word_ratio)
-        with self.db.autocommit() as conn:
-            rows = conn.execute(
-                sql.SQL(self.queries["retrieval_common_lexemes"]).format(where=where), params
-            ).fetchall()
-        out = frozenset(str(lex) for lex, n in rows if int(n) >= COMMON_MIN_ROWS)
-        self._common.put(key, out)
-        self._common_fresh.put(key, True)
-        return out
-
-    def _recounter(self) -> ThreadPoolExecutor:
-        """The one background thread that recounts scopes (made on first use: a forked
-        worker makes its own)."""
-        with self._recount_lock:
-            if self._recount is None:
-                self._recount = ThreadPoolExecutor(1, thread_name_prefix="find-common-words")
-            return self._recount
+        """The scope's own stopwords (`common_words.CommonLexemes`)."""
+        return self.common.of(
+            self._scope_key(filters), lambda: build_where(filters, scope_only=True)
+        )
 
     def common_terms(self, filters: FindFilters, terms: Sequence[str]) -> set[str]:
         """The query terms that are the scope's own stopwords (`common_lexemes`): neither
@@ -477,8 +422,7 @@ class CandidateStore:
     def invalidate(self) -> None:
         self._stats.clear()
         self._df.clear()
-        self._common.clear()
-        self._common_fresh.clear()
+        self.common.clear()
 
     def _tune(self, conn: psycopg.Connection[Any], limit: int) -> None:
         """Transaction-local HNSW settings: candidate list size and iterative scans."""

@@ -256,6 +256,49 @@ def test_no_reply_for_a_hit_that_asks_nothing_the_same_speaker_or_a_turn_it_hold
     assert len(cand.view(0) or []) == 1
 
 
+def test_a_question_that_ends_its_chunk_is_shown_with_the_answer_from_the_archive(
+    tmp_path: Path,
+) -> None:
+    # the archive holds the whole session; the index chunked it, and the chunk the hit came
+    # from ends with the question: its answer opens the next chunk
+    transcript = "\n".join(
+        [
+            *REPLY_CHUNK.splitlines(),
+            "[m5] assistant (Ann) on 3 May 2024: It went smoothly, the movers were done by noon.",
+            "[m6] user (Tom) on 3 May 2024: Glad to hear it.",
+        ]
+    )
+    fs = ContextFS(tmp_path / "fs")
+    fs.write_node(
+        ContextNode(
+            uri="ctx://acme/sessions/s1/archives/1",
+            context_type=ContextType.SESSION,
+            category="archive",
+            abstract="Session s1.",
+            content=transcript,
+            source_refs=[f"s1:m{i}" for i in range(1, 7)],
+        )
+    )
+    last = archive_hit(["m4"], "Tom (3 May 2024): That's lovely. Did the move go well?")
+    (cand,) = hit_candidates([last], "retrieval", 70, fs, replies=True)
+    view = cand.view(0) or []
+    assert [u.text for u in view] == [
+        "Tom (3 May 2024): That's lovely. Did the move go well?",
+        "Ann (3 May 2024): It went smoothly, the movers were done by noon.",
+    ]
+    assert view[1].refs == ["s1:m5"]  # the answer cites its own turn, found in the archive
+    # a question inside its chunk is answered from the chunk, as before
+    first = archive_hit(
+        ["m1"], "Tom (3 May 2024): How long have you had such a great support system?"
+    )
+    (cand,) = hit_candidates([first], "retrieval", 70, fs, replies=True)
+    assert [u.refs for u in cand.view(0) or []] == [["s1:m1"], ["s1:m2"]]
+    # an archive that cannot be read leaves the hit as it was
+    gone = last.model_copy(update={"uri": "ctx://acme/sessions/s2/archives/1"})
+    (cand,) = hit_candidates([gone], "retrieval", 70, fs, replies=True)
+    assert len(cand.view(0) or []) == 1
+
+
 def test_the_context_holds_the_answer_said_in_reply_to_the_turn_that_matched() -> None:
     hit = archive_hit(
         ["m1"], "Tom (3 May 2024): How long have you had such a great support system?"

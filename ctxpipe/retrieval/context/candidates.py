@@ -234,7 +234,8 @@ def hit_candidates(
     replies: bool = False,
 ) -> list[Candidate]:
     """A candidate per hit; with `replies`, the first view of an archive hit that ends with a
-    question also holds its answer (`with_replies`)."""
+    question also holds its answer (`with_replies`; read from the archive in `fs` when the
+    question ends its chunk)."""
     out: list[Candidate] = []
     for i, h in enumerate(hits):
         text = h.text or h.abstract
@@ -245,6 +246,9 @@ def hit_candidates(
             loader = _session_loader(fs, h)
         elif fs is not None:
             loader = _memory_loader(fs, h.uri, as_of)
+        units = _hit_units(h, text)
+        if replies:
+            units = with_replies(h, units, _transcript(fs, h) if fs is not None else None)
         out.append(
             Candidate(
                 key=hit_key(h),
@@ -253,7 +257,7 @@ def hit_candidates(
                 score=h.score,
                 order=start + i,
                 uri=h.uri,
-                views=[with_replies(h, _hit_units(h, text)) if replies else _hit_units(h, text)],
+                views=[units],
                 loader=loader,
             )
         )
@@ -311,30 +315,53 @@ def _hit_units(h: FindHit, text: str) -> View:
 _MARKERS_RE = re.compile(r"^\[([^\]]+)\]", re.MULTILINE)  # "[D6:1] user (Ann) on ...: "
 
 
-def _chunk_refs(h: FindHit) -> list[str]:
-    """The refs of every turn of an archive hit's chunk: each line's marker id in the session
-    of the turns the hit cites (`session:msgid`)."""
+def _chunk_refs(h: FindHit, text: str | None = None) -> list[str]:
+    """The refs of every turn of an archive hit's chunk (or of `text`, its archive's whole
+    transcript): each line's marker id in the session of the turns the hit cites
+    (`session:msgid`)."""
     sessions = {r.split(":", 1)[0] for r in h.source_refs if ":" in r}
     if len(sessions) != 1:
         return list(h.source_refs)
     (session,) = sessions
-    ids = (i.strip() for m in _MARKERS_RE.finditer(h.chunk_text) for i in m.group(1).split(","))
+    text = h.chunk_text if text is None else text
+    ids = (i.strip() for m in _MARKERS_RE.finditer(text) for i in m.group(1).split(","))
     return [f"{session}:{i}" for i in ids if i]
 
 
-def with_replies(h: FindHit, view: View) -> View:
+def _transcript(fs: ContextFS, h: FindHit) -> Callable[[], str]:
+    """The whole transcript of an archive hit's node (its content), read when asked."""
+
+    def read() -> str:
+        try:
+            raw = fs.read_file(h.uri, "content.md")
+        except (CtxError, OSError, ValueError) as exc:
+            log.debug("cannot read the transcript of %s: %s", h.uri, exc)
+            return ""
+        return raw.decode("utf-8", errors="replace") if raw else ""
+
+    return read
+
+
+def with_replies(h: FindHit, view: View, transcript: Callable[[], str] | None = None) -> View:
     """An archive hit that ends with a question, followed by its answer: the next line of its
     chunk after each turn it matched, when another speaker says it and the hit does not
     already hold it. A query shares its words with the question it asks about ("How long have
     you had such a great support system?"); the answer is the turn after it ("I've known
     these friends for four years"), which repeats none of them. A reply cites its own turn
     only. Hits that ask nothing are left as they are: their next turn is not an answer to
-    them, and would only take a place another hit needs."""
+    them, and would only take a place another hit needs.
+
+    A question that ends its chunk is answered at the start of the next one: its answer is
+    then read from `transcript` (the archive's whole text), when given."""
     if h.context_type != "session" or not h.chunk_text or not h.source_refs:
         return view
     if not h.text.rstrip().endswith("?"):
         return view
     lines, matched = _chunk_lines(h, _chunk_refs(h))
+    if transcript is not None and matched and matched[-1] == len(lines) - 1:
+        text = transcript()
+        if text.strip():
+            lines, matched = _chunk_lines(h, _chunk_refs(h, text), text)
     held = set(h.source_refs)
     replies = [
         _opening(nxt)
@@ -344,10 +371,12 @@ def with_replies(h: FindHit, view: View) -> View:
     return [*view, *with_dates(replies)] if replies else view
 
 
-def _chunk_lines(h: FindHit, refs: Sequence[str]) -> tuple[View, list[int]]:
-    """The lines of an archive hit's chunk, each citing its turn among `refs`, and the
-    indexes of those the hit matched."""
-    lines = split_units(h.chunk_text, refs, derived=False)
+def _chunk_lines(
+    h: FindHit, refs: Sequence[str], text: str | None = None
+) -> tuple[View, list[int]]:
+    """The lines of an archive hit's chunk (or of `text`), each citing its turn among `refs`,
+    and the indexes of those the hit matched."""
+    lines = split_units(h.chunk_text if text is None else text, refs, derived=False)
     held = set(h.source_refs)
     return lines, [i for i, u in enumerate(lines) if set(u.refs) & held]
 

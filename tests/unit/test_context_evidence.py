@@ -159,6 +159,22 @@ def test_a_superseded_value_comes_after_the_current_one_with_its_dates() -> None
     assert "until 2023-07-01" in text  # the old value is never shown without its dates
 
 
+def archive_fs(tmp_path: Path, transcript: str, refs: list[str]) -> ContextFS:
+    """A context FS holding session s1's archive: `transcript`, citing `refs`."""
+    fs = ContextFS(tmp_path / "fs")
+    fs.write_node(
+        ContextNode(
+            uri="ctx://acme/sessions/s1/archives/1",
+            context_type=ContextType.SESSION,
+            category="archive",
+            abstract="Session s1.",
+            content=transcript,
+            source_refs=refs,
+        )
+    )
+    return fs
+
+
 def test_an_opened_turn_keeps_the_line_it_matched_and_shows_the_answer_after_it(
     tmp_path: Path,
 ) -> None:
@@ -171,17 +187,7 @@ def test_an_opened_turn_keeps_the_line_it_matched_and_shows_the_answer_after_it(
         ("m6", "Ann", "Yes! The city museum gave me first prize for a photo of the harbour."),
     ]
     chunk = "\n".join(f"[{m}] user ({who}): {text}" for m, who, text in said)
-    fs = ContextFS(tmp_path / "fs")
-    fs.write_node(
-        ContextNode(
-            uri="ctx://acme/sessions/s1/archives/1",
-            context_type=ContextType.SESSION,
-            category="archive",
-            abstract="Session s1.",
-            content=chunk,
-            source_refs=[f"s1:{m}" for m, _, _ in said],
-        )
-    )
+    fs = archive_fs(tmp_path, chunk, [f"s1:{m}" for m, _, _ in said])
     hit = turn(1, said[4][2], 0.9).model_copy(
         update={"text": f"Tom: {said[4][2]}", "source_refs": ["s1:m5"], "chunk_text": chunk}
     )
@@ -268,17 +274,7 @@ def test_a_question_that_ends_its_chunk_is_shown_with_the_answer_from_the_archiv
             "[m6] user (Tom) on 3 May 2024: Glad to hear it.",
         ]
     )
-    fs = ContextFS(tmp_path / "fs")
-    fs.write_node(
-        ContextNode(
-            uri="ctx://acme/sessions/s1/archives/1",
-            context_type=ContextType.SESSION,
-            category="archive",
-            abstract="Session s1.",
-            content=transcript,
-            source_refs=[f"s1:m{i}" for i in range(1, 7)],
-        )
-    )
+    fs = archive_fs(tmp_path, transcript, [f"s1:m{i}" for i in range(1, 7)])
     last = archive_hit(["m4"], "Tom (3 May 2024): That's lovely. Did the move go well?")
     (cand,) = hit_candidates([last], "retrieval", 70, fs, replies=True)
     view = cand.view(0) or []

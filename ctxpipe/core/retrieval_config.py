@@ -33,6 +33,12 @@ class FindConfig(BaseModel):
         description="a query word in more than this share of the scope's chunks is a stopword "
         "of that scope: neither embedded nor matched on (0: off)",
     )
+    overlap_embedding: bool = Field(
+        False,
+        description="embed the query in a thread while the full-text arm runs (off: embed "
+        "first, then the text arm; the two Python threads contend for the interpreter lock, "
+        "and where the database shares the host's few cores, for those too)",
+    )
     max_query_terms: int = Field(
         12, ge=1, le=64, description="query terms the full-text arm matches at most"
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import re
+import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -281,6 +282,43 @@ def test_index_time_unit_vectors_rank_as_query_time_encoding(
         assert got[:3] == want[:3], question
         assert len(set(got) & set(want)) >= len(want) - 1, question
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=2e-3)
+
+
+def test_the_query_is_embedded_before_the_text_arm_unless_told_to_overlap(
+    world: ReadPath, ctx: RequestContext
+) -> None:
+    """By default the question is embedded in the calling thread, then the text arm runs;
+    `overlap_embedding` embeds it on the finder's thread meanwhile — the same hits either way."""
+    filters = world.filters_for(ctx)
+    f = world.finder
+    order: list[tuple[str, str]] = []
+
+    def finder(overlap: bool) -> HybridFinder:
+        cfg = FindConfig(overlap_embedding=overlap, record_recalls=False)
+        out = HybridFinder(f.db, f.embedder, f.counter, schema=SCHEMA, config=cfg)
+        embed, text_arm = out.embed, out.store.text_arm
+
+        def traced_embed(text: str) -> list[float]:
+            order.append(("embed", threading.current_thread().name))
+            return embed(text)
+
+        def traced_text_arm(*args: Any, **kwargs: Any) -> Any:
+            order.append(("text", threading.current_thread().name))
+            return text_arm(*args, **kwargs)
+
+        out.embed = traced_embed  # type: ignore[method-assign]
+        out.store.text_arm = traced_text_arm  # type: ignore[method-assign]
+        return out
+
+    here = threading.current_thread().name
+    question = LABELLED[0][0]
+    seq = finder(False).find(question, filters, 8)
+    assert order == [("embed", here), ("text", here)]
+    order.clear()
+    par = finder(True).find(question, filters, 8)
+    assert ("text", here) in order and [t for w, t in order if w == "embed"] != [here]
+    assert [(h.uri, h.text) for h in seq.hits] == [(h.uri, h.text) for h in par.hits]
+    assert {"embed", "sql_text", "total"} <= set(seq.timings_ms)
 
 
 @pytest.fixture(scope="module")

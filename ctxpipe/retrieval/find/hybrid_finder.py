@@ -19,7 +19,11 @@ returning the sentences that match — each citing the turns it comes from.
 4. results are grouped by context type; each returned node records a recall (in the
    background: recording never slows down or fails a read).
 
-The query is embedded on a worker thread while PostgreSQL runs the text arm.
+The query is embedded first, then PostgreSQL runs the text arm (`overlap_embedding` embeds it
+on a worker thread meanwhile: the two threads hand the interpreter lock back and forth, and
+on a host whose few cores the database shares they contend for those too — on LoCoMo on two
+cores, find p50/p95 16.3–17.0 / 18.4–20.2 ms in sequence against 17.7–20.5 / 20.4–26.0 ms
+overlapped, the embedding itself 8 ms against 10–12).
 """
 
 from __future__ import annotations
@@ -186,13 +190,18 @@ class HybridFinder:
         # the scope's own stopwords (cached per scope): searched with by neither arm
         common = self.store.common_terms(filters, query_terms(query, cfg.max_query_terms))
         timings["common_words"] = (time.perf_counter() - t0) * 1000
-        if query_vector is None:  # embed while the text arm runs in PostgreSQL
+        qvec = list(query_vector or ())
+        if query_vector is None:
             dense = self.dense_query(query, filters, common)
-            pending = self._pool.submit(self._timed_embed, dense, timings)
+            if cfg.overlap_embedding:  # embed while the text arm runs in PostgreSQL
+                pending = self._pool.submit(self._timed_embed, dense, timings)
+            else:
+                qvec = self._timed_embed(dense, timings)
         arm = self.store.text_arm(query, filters, n_cand, plan=plan, timings=timings, common=common)
-        # the dates the query names: also while the query is embedded
+        # the dates the query names (while the query is embedded, when it is)
         periods = query_periods(query, filters.as_of or date.today()) if cfg.date_weight else []
-        qvec = pending.result() if pending is not None else list(query_vector or ())
+        if pending is not None:
+            qvec = pending.result()
         # the chunks' own vectors serve the ranking only when it does not read the stored
         # unit vectors (a line that is its whole chunk has one of those too), or for a chunk
         # with none stored (the fused statement returns those)

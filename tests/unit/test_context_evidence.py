@@ -12,7 +12,6 @@ from ctxpipe.core.session import RequestContext
 from ctxpipe.fs import ContextFS
 from ctxpipe.retrieval.config import ContextConfig
 from ctxpipe.retrieval.context.candidates import (
-    REPLY_WORDS,
     Candidate,
     hit_candidates,
     named_speaker,
@@ -21,6 +20,7 @@ from ctxpipe.retrieval.context.candidates import (
 )
 from ctxpipe.retrieval.context.context_builder import ContextBuilder, ContextRequest, ContextResult
 from ctxpipe.retrieval.context.placer import Placer
+from ctxpipe.retrieval.context.replies import REPLY_WORDS
 from ctxpipe.retrieval.models import FindFilters, FindHit
 from ctxpipe.retrieval.tokens import counter_for_model
 from ctxpipe.retrieval.units.lexical import Unit

@@ -22,6 +22,23 @@ COLUMNS = ("loose@10", *GROUNDED, *(f"aic@{b}" for b in BUDGETS), "tokens@10", "
 HELD = "held/cited"  # cited turns whose content the citing text carries, over all cited
 
 
+def pair_ratios(find_ms: Sequence[float], bare_ms: Sequence[float]) -> dict[str, float]:
+    """find ÷ the bare query question by question (the two are timed back to back, in
+    alternating order, for each question): the median and the 95th percentile of those
+    ratios. Steadier than the ratio of the two p95s, which moves with whichever tail is
+    heavier in a run."""
+    ratios = sorted(f / b for f, b in zip(find_ms, bare_ms, strict=True) if b > 0)
+    if not ratios:
+        return {}
+
+    def at(q: float) -> float:
+        k = (len(ratios) - 1) * q
+        lo, hi = int(k), min(int(k) + 1, len(ratios) - 1)
+        return ratios[lo] + (ratios[hi] - ratios[lo]) * (k - lo)
+
+    return {"p50": round(at(0.5), 2), "p95": round(at(0.95), 2)}
+
+
 def print_table(
     tally: Tally, convs: set[int] | None, title: str, systems: Sequence[str]
 ) -> dict[str, Any]:

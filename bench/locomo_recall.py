@@ -42,7 +42,7 @@ import numpy as np
 from _baselines import Baselines, Turn
 from _grounding import TurnContent
 from _locomo import evidence_ids
-from _recall_report import BASELINES, BEST_SENTENCE, CATEGORIES, report
+from _recall_report import BASELINES, BEST_SENTENCE, CATEGORIES, pair_ratios, report
 from _recall_scoring import BUDGETS, Built, Item, Tally, score_context, score_items
 from _recall_variants import (
     context_variant,
@@ -223,6 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "find_p95_ms": round(float(np.percentile(FIND_MS, 95)), 1) if FIND_MS else None,
             "bare_p50_ms": round(float(np.percentile(BARE_MS, 50)), 1) if BARE_MS else None,
             "bare_p95_ms": round(float(np.percentile(BARE_MS, 95)), 1) if BARE_MS else None,
+            "find_over_bare_per_question": pair_ratios(FIND_MS, BARE_MS),
             "context_p50_ms": _pct(CONTEXT_MS, 50),
             "context_p95_ms": _pct(CONTEXT_MS, 95),
             "total_s": round(time.perf_counter() - started, 1),
@@ -245,7 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"bare query (embed + exact pgvector top-10 over the owner's chunks), same run: "
                 f"p50 {meta['bare_p50_ms']} ms, p95 {meta['bare_p95_ms']} ms -> find / bare "
                 f"p50 {meta['find_p50_ms'] / meta['bare_p50_ms']:.2f}, "
-                f"p95 {meta['find_p95_ms'] / meta['bare_p95_ms']:.2f} (target p95 <= 1.5)"
+                f"p95 {meta['find_p95_ms'] / meta['bare_p95_ms']:.2f} (target p95 <= 1.5); "
+                f"question by question: median {meta['find_over_bare_per_question']['p50']}, "
+                f"p95 {meta['find_over_bare_per_question']['p95']}"
             )
         if FIND_PHASES:
             phases = sorted({k for t in FIND_PHASES for k in t})

@@ -44,3 +44,16 @@ def test_held_counts_only_the_cited_turns_whose_words_the_citing_text_carries() 
     ]
     row = score_items(items, {"D1:3"}, TURNS, "Lisbon", lambda t: len(t.split()))
     assert row["turns@10"] == 2 and row["held@10"] == 1
+
+
+def test_find_over_the_bare_query_is_taken_question_by_question() -> None:
+    from _recall_report import pair_ratios
+
+    # one slow bare query (a tail of the baseline) does not make find look fast: the slowest
+    # of each is 30 against 60 ms, while find took twice the bare query on every other question
+    find = [20.0] * 19 + [30.0]
+    bare = [10.0] * 19 + [60.0]
+    got = pair_ratios(find, bare)
+    assert got == {"p50": 2.0, "p95": 2.0}
+    assert pair_ratios([], []) == {}
+    assert pair_ratios([12.0, 30.0], [10.0, 10.0]) == {"p50": 2.1, "p95": 2.91}

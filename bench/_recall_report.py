@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from _recall_scoring import BUDGETS, GROUNDED, Tally
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -27,16 +28,10 @@ def pair_ratios(find_ms: Sequence[float], bare_ms: Sequence[float]) -> dict[str,
     alternating order, for each question): the median and the 95th percentile of those
     ratios. Steadier than the ratio of the two p95s, which moves with whichever tail is
     heavier in a run."""
-    ratios = sorted(f / b for f, b in zip(find_ms, bare_ms, strict=True) if b > 0)
+    ratios = [f / b for f, b in zip(find_ms, bare_ms, strict=True) if b > 0]
     if not ratios:
         return {}
-
-    def at(q: float) -> float:
-        k = (len(ratios) - 1) * q
-        lo, hi = int(k), min(int(k) + 1, len(ratios) - 1)
-        return ratios[lo] + (ratios[hi] - ratios[lo]) * (k - lo)
-
-    return {"p50": round(at(0.5), 2), "p95": round(at(0.95), 2)}
+    return {f"p{q}": round(float(np.percentile(ratios, q)), 2) for q in (50, 95)}
 
 
 def print_table(

@@ -1,6 +1,7 @@
 """Hybrid find on real PostgreSQL/pgvector with the real model, over sessions committed through
 the pipeline and indexed by the index worker's code path: relevance on a small labelled set,
-grouping, filters, plan choice, owner-filtered recall, recall statistics."""
+grouping, filters, plan choice, recall statistics, the order of the embedding and the text arm
+(owner-filtered recall at scale: `test_find_vector_arm.py`)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psycopg
 import pytest
+from api_world import fresh_schema
 
 from ctxpipe.commit.coordinator import CommitCoordinator
 from ctxpipe.commit.payloads import CommitRequest
@@ -24,11 +25,8 @@ from ctxpipe.index.reindex import reindex
 from ctxpipe.index.wiring import make_indexer
 from ctxpipe.retrieval.config import FindConfig, RetrievalConfig
 from ctxpipe.retrieval.find.hybrid_finder import HybridFinder
-from ctxpipe.retrieval.models import FindFilters
 from ctxpipe.retrieval.read_path import ReadPath
-from ctxpipe.retrieval.units.lexical import query_terms
 from ctxpipe.runtime import Runtime
-from ctxpipe.storage.migrations import migrate
 
 SCHEMA = "rt_find"
 ACCOUNT, USER, AGENT = "acme", "ann", "bot"
@@ -79,12 +77,6 @@ def session_input(sid: str, date: str, turns: list[tuple[str, str, str]]) -> Ses
             for i, (m, r, t) in enumerate(turns)
         ],
     )
-
-
-def fresh_schema(url: str, schema: str) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-    migrate(url, schema=schema, embedding_dim=384)
 
 
 @pytest.fixture(scope="module")
@@ -235,29 +227,6 @@ def test_hnsw_plan_agrees_with_the_exact_plan(world: ReadPath, ctx: RequestConte
         assert answer in [r for h in hnsw.hits for r in h.source_refs]
 
 
-# ------------------------------------------------------------------ owner-filtered recall
-RECALL_SCHEMA = "rt_find_recall"
-OWNERS, PER_OWNER, DIM = 60, 150, 384
-
-
-BASE = np.random.default_rng(3).normal(size=(300, DIM)).astype(np.float32)
-
-
-def _mix(rng: np.random.Generator) -> np.ndarray:
-    """Like sentence embeddings: a mix of two of 300 directions plus a little noise."""
-    a, b = rng.integers(len(BASE), size=2)
-    w = rng.uniform(0.6, 1.0)
-    v = w * BASE[a] / np.linalg.norm(BASE[a]) + (1 - w) * BASE[b] / np.linalg.norm(BASE[b])
-    v = v + rng.normal(scale=0.02, size=DIM).astype(np.float32)
-    return (v / np.linalg.norm(v)).astype(np.float32)
-
-
-def _rows(rng: np.random.Generator) -> Iterator[tuple[Any, ...]]:
-    for o in range(OWNERS):
-        for i in range(PER_OWNER):
-            yield o, i, _mix(rng)
-
-
 def test_index_time_unit_vectors_rank_as_query_time_encoding(
     world: ReadPath, ctx: RequestContext
 ) -> None:
@@ -319,129 +288,6 @@ def test_the_query_is_embedded_before_the_text_arm_unless_told_to_overlap(
     assert ("text", here) in order and [t for w, t in order if w == "embed"] != [here]
     assert [(h.uri, h.text) for h in seq.hits] == [(h.uri, h.text) for h in par.hits]
     assert {"embed", "sql_text", "total"} <= set(seq.timings_ms)
-
-
-@pytest.fixture(scope="module")
-def synthetic(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HybridFinder]:
-    """9,000 chunks of 60 owners (1.7 % each) with structured unit vectors, loaded by COPY."""
-    fresh_schema(pg_url, RECALL_SCHEMA)
-    rng = np.random.default_rng(7)
-    with psycopg.connect(pg_url) as conn:
-        with conn.cursor() as cur:
-            with cur.copy(
-                f"COPY {RECALL_SCHEMA}.context_nodes (uri, account_id, owner_space, version) "
-                "FROM STDIN"
-            ) as cp:
-                for o in range(OWNERS):
-                    for i in range(PER_OWNER):
-                        cp.write_row(
-                            (f"ctx://syn/users/o{o}/memories/n{i}", "syn", f"users/o{o}", 1)
-                        )
-            with cur.copy(
-                f"COPY {RECALL_SCHEMA}.context_chunks (chunk_id, uri, account_id, level, "
-                "text_content, embedding, context_type, owner_space) FROM STDIN"
-            ) as cp:
-                for o, i, v in _rows(rng):
-                    vec = "[" + ",".join(f"{x:.6f}" for x in v) + "]"
-                    uri = f"ctx://syn/users/o{o}/memories/n{i}"
-                    note = f"note {i} of owner {o}"
-                    cp.write_row((f"c{o}-{i}", uri, "syn", 0, note, vec, "memory", f"users/o{o}"))
-        conn.execute(f"ANALYZE {RECALL_SCHEMA}.context_chunks")
-    from ctxpipe.providers.embedder import PACKAGED_MODEL, SentenceTransformerEmbedder
-    from ctxpipe.retrieval.tokens import counter_for_model
-    from ctxpipe.storage.db import Database
-
-    db = Database(pg_url, min_size=1, max_size=2)
-    finder = HybridFinder(
-        db,
-        SentenceTransformerEmbedder(PACKAGED_MODEL, device="cpu"),
-        counter_for_model(PACKAGED_MODEL),
-        schema=RECALL_SCHEMA,
-        config=FindConfig(exact_scan_max_rows=2000, record_recalls=False),
-    )
-    yield finder
-    db.close()
-
-
-def _vector_arm(
-    finder: HybridFinder, q: np.ndarray, filters: FindFilters, plan: str | None
-) -> tuple[list[str], str, int]:
-    cand = finder.store.candidates("", list(q), filters, finder.config.candidates, plan=plan)
-    ranked = sorted(cand.rows, key=lambda r: r.vr if r.vr is not None else 1 << 30)
-    return [r.chunk_id for r in ranked][:10], cand.plan, cand.scope_rows
-
-
-def test_owner_filtered_search_keeps_recall(synthetic: HybridFinder) -> None:
-    rng = np.random.default_rng(11)
-    recalls: dict[str, list[float]] = {"chosen": [], "hnsw": [], "unfiltered": []}
-    plans = set()
-    for _ in range(25):
-        q = _mix(rng)
-        owner = FindFilters(account_id="syn", owner_spaces=[f"users/o{rng.integers(OWNERS)}"])
-        truth = {c for c, _ in synthetic.exact_neighbours(list(q), owner, 10)}
-        got, plan, n = _vector_arm(synthetic, q, owner, None)
-        plans.add((plan, n))
-        recalls["chosen"].append(len(truth & set(got)) / 10)
-        forced, _, _ = _vector_arm(synthetic, q, owner, "hnsw")
-        recalls["hnsw"].append(len(truth & set(forced)) / 10)
-        everyone = FindFilters(account_id="syn")
-        truth_all = {c for c, _ in synthetic.exact_neighbours(list(q), everyone, 10)}
-        got_all, plan_all, _ = _vector_arm(synthetic, q, everyone, None)
-        assert plan_all == "hnsw"  # 9,000 rows > exact_scan_max_rows
-        recalls["unfiltered"].append(len(truth_all & set(got_all)) / 10)
-    assert plans == {("exact", PER_OWNER)}  # a small owner is scanned exactly
-    assert np.mean(recalls["chosen"]) == 1.0
-    assert np.mean(recalls["unfiltered"]) >= 0.9
-    # HNSW with iterative scans still fills the owner's LIMIT (pgvector >= 0.8)
-    assert np.mean(recalls["hnsw"]) >= 0.8
-
-
-def test_plan_choice_follows_the_owner_row_count(synthetic: HybridFinder) -> None:
-    q = list(np.ones(DIM, dtype=np.float32) / np.sqrt(DIM))
-    small = FindFilters(account_id="syn", owner_spaces=["users/o1"])
-    many = FindFilters(account_id="syn", owner_spaces=[f"users/o{i}" for i in range(20)])
-    assert synthetic.find("note", small, 3, query_vector=q).plan == "exact"
-    assert synthetic.find("note", many, 3, query_vector=q).plan == "hnsw"  # 3,000 rows
-
-
-def _arms(finder: HybridFinder, query: str, filters: FindFilters) -> tuple[Any, Any]:
-    """The text arm of a scope not seen lately (one statement that also counts the scope and
-    its terms), then the same with the statistics counted first (cached, then the arm)."""
-    store = finder.store
-    store.invalidate()
-    cold = store.text_arm(query, filters, 40)
-    store.invalidate()
-    store.scope_stats(filters)
-    store.term_df(filters, query_terms(query), "exact")
-    warm = store.text_arm(query, filters, 40)
-    return cold, warm
-
-
-def test_a_cold_scope_ranks_the_text_arm_as_a_warm_one(synthetic: HybridFinder) -> None:
-    rng = np.random.default_rng(5)
-    for _ in range(12):
-        o, i = rng.integers(OWNERS), rng.integers(PER_OWNER)
-        for filters in (
-            FindFilters(account_id="syn", owner_spaces=[f"users/o{o}"]),
-            FindFilters(account_id="syn", owner_spaces=[f"users/o{o}", "users/o0"], levels=[0]),
-            FindFilters(account_id="syn", owner_spaces=[f"users/o{o}"], categories=["none"]),
-        ):
-            cold, warm = _arms(synthetic, f"note {i} of owner {o}", filters)
-            assert (cold.plan, cold.scope_rows, cold.text_terms, cold.ids) == (
-                warm.plan,
-                warm.scope_rows,
-                warm.text_terms,
-                warm.ids,
-            )
-            assert cold.scores == pytest.approx(warm.scores, rel=1e-12)
-            assert cold.idf == pytest.approx(warm.idf, rel=1e-12)
-    # its counts are cached: the next query of the scope reads only the matching chunks
-    assert synthetic.store.scope_stats(filters)[0] == PER_OWNER
-    # a scope above the exact-scan limit is left to the large-scope path
-    many = FindFilters(account_id="syn", owner_spaces=[f"users/o{i}" for i in range(20)])
-    cold, warm = _arms(synthetic, "note 7 of owner 3", many)
-    assert cold.plan == warm.plan == "hnsw" and cold.ids == warm.ids and cold.ids
-    assert cold.scores == pytest.approx(warm.scores, rel=1e-12)
 
 
 def test_config_is_a_plain_model() -> None:

@@ -17,6 +17,9 @@ starts from an empty replica and cold text caches, the prep processes' too (with
 - `--drains N` (with PostgreSQL; `CTXPIPE_OUTBOX_DRAINS`): the worker indexes N batches at
   once, each on a thread of its own sharing the one model, so one writes its batch while
   another reads and embeds (the time by stage then sums over the threads);
+- `--reindex` (with PostgreSQL): a clean reindex of the FS instead of the outbox drain, the
+  bulk load that writes the rows without the HNSW index of the vectors and builds it once at
+  the end (the build is printed as its share of the round);
 - baseline: `model.encode` of exactly the chunk texts the index path produced, at the project's
   settings (`embedding_batch_size`, fp32), right before and right after the index path; the
   round's ratio uses their mean, so load drifts cancel out.
@@ -215,9 +218,12 @@ def run_memory(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseli
 
 
 # ------------------------------------------------------------------ with PostgreSQL
-def run_db(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseline) -> None:
+def run_db(
+    settings: Settings, corpus: Corpus, rounds: int, baseline: Baseline, clean_reindex: bool
+) -> None:
     import psycopg
 
+    from ctxpipe.index.reindex import reindex
     from ctxpipe.index.wiring import make_outbox, make_worker
     from ctxpipe.runtime import Runtime
 
@@ -265,29 +271,42 @@ def run_db(settings: Settings, corpus: Corpus, rounds: int, baseline: Baseline) 
             before = baseline.rate(2 * r) if baseline.texts else 0.0
             rt.embedder.timings.clear()
             started = time.perf_counter()
-            res = worker.drain(max_seconds=3600)
+            if clean_reindex:
+                rep = reindex(worker.indexer, clean=True, batch_size=worker.batch_size)
+                assert not rep.errors and rep.indexed == len(nodes), rep
+                done, timings_ms = rep.chunks, rep.timings_ms
+            else:
+                res = worker.drain(max_seconds=3600)
+                assert res.failed == 0 and res.dead == 0, res.errors
+                assert res.succeeded == len(nodes), res
+                done, timings_ms = res.chunks, res.timings_ms
             elapsed = time.perf_counter() - started
-            assert res.failed == 0 and res.dead == 0, res.errors
-            assert res.succeeded == len(nodes), res
             if not baseline.texts:
                 baseline.texts = chunk_texts()
                 continue
             after = baseline.rate(2 * r + 1)
-            stages = {k: v / 1000 for k, v in res.timings_ms.items() if k != "total"}
+            stages = {k: v / 1000 for k, v in timings_ms.items() if k != "total"}
             stages.update(rt.embedder.timings)
-            rows.append(round_row(r, before, after, elapsed, res.chunks, stages))
+            rows.append(round_row(r, before, after, elapsed, done, stages))
     finally:
         rt.close()
     report_rounds(
-        "claim → read → chunk → embed → COPY → done",
+        "clean reindex: read → chunk → embed → COPY, then the HNSW build"
+        if clean_reindex
+        else "claim → read → chunk → embed → COPY → done",
         settings,
-        resolved(settings, worker.indexer, worker.batch_size, worker.drains),
+        resolved(
+            settings, worker.indexer, worker.batch_size, 0 if clean_reindex else worker.drains
+        ),
         rows,
         len(nodes),
         baseline.label,
     )
-    write = rows[-1][4].get("write", 0.0)
-    print(f"COPY/upsert share of the last round: {write / rows[-1][2]:.1%}")
+    last = rows[-1][4]
+    print(f"COPY/upsert share of the last round: {last.get('write', 0.0) / rows[-1][2]:.1%}")
+    if clean_reindex:
+        build = last.get("vector_index", 0.0) / rows[-1][2]
+        print(f"HNSW build share of the last round: {build:.1%}")
 
 
 def main() -> None:
@@ -304,6 +323,11 @@ def main() -> None:
         default=None,
         help="with PostgreSQL: batches the worker indexes at once (CTXPIPE_OUTBOX_DRAINS)",
     )
+    ap.add_argument(
+        "--reindex",
+        action="store_true",
+        help="with PostgreSQL: a clean reindex (bulk load, HNSW built after) instead of the drain",
+    )
     ap.add_argument("--device", default=None, help="cpu | cuda | ... (CTXPIPE_EMBEDDING_DEVICE)")
     ap.add_argument("--precision", default=None, help="float32 | float16 | bfloat16")
     ap.add_argument("--baseline-precision", default="float32", help="model.encode's dtype")
@@ -314,6 +338,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.drains is not None and args.drains < 1:
         ap.error("--drains must be at least 1")
+    if args.reindex and args.no_db:
+        ap.error("--reindex needs PostgreSQL (leave out --no-db)")
 
     tmp = Path(tempfile.mkdtemp(prefix="ctxpipe-bench-index-"))
     overrides: dict[str, object] = {
@@ -354,7 +380,7 @@ def main() -> None:
             settings = Settings(**overrides)  # type: ignore[arg-type]
             migrate(url, schema=BENCH_SCHEMA, embedding_dim=settings.embedding_dim)
             base = Baseline(settings, args.baseline_precision, args.baseline_batch)
-            run_db(settings, corpus, args.rounds, base)
+            run_db(settings, corpus, args.rounds, base, args.reindex)
         finally:
             if own_pg:
                 stop_postgres(tmp / "pg")

@@ -33,11 +33,17 @@ class FindConfig(BaseModel):
         description="a query word in more than this share of the scope's chunks is a stopword "
         "of that scope: neither embedded nor matched on (0: off)",
     )
+    send_text_arm_first: bool = Field(
+        True,
+        description="send the full-text arm's statement before the query is embedded, so the "
+        "database ranks the text while the model runs, then read it (off: embed first, then "
+        "run the text arm)",
+    )
     overlap_embedding: bool = Field(
         False,
-        description="embed the query in a thread while the full-text arm runs (off: embed "
-        "first, then the text arm; the two Python threads contend for the interpreter lock, "
-        "and where the database shares the host's few cores, for those too)",
+        description="embed the query on a second thread while this one runs the full-text arm "
+        "(the two Python threads contend for the interpreter lock, and where the database "
+        "shares the host's few cores, for those too); over send_text_arm_first",
     )
     max_query_terms: int = Field(
         12, ge=1, le=64, description="query terms the full-text arm matches at most"

@@ -253,41 +253,47 @@ def test_index_time_unit_vectors_rank_as_query_time_encoding(
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=2e-3)
 
 
-def test_the_query_is_embedded_before_the_text_arm_unless_told_to_overlap(
+def test_the_text_arm_is_sent_before_the_query_is_embedded(
     world: ReadPath, ctx: RequestContext
 ) -> None:
-    """By default the question is embedded in the calling thread, then the text arm runs;
-    `overlap_embedding` embeds it on the finder's thread meanwhile — the same hits either way."""
+    """By default the text arm's statement is sent, then the question is embedded in the
+    calling thread while PostgreSQL ranks the text; with `send_text_arm_first` off the question
+    is embedded first, with `overlap_embedding` on the finder's thread — the same hits each way."""
     filters = world.filters_for(ctx)
     f = world.finder
     order: list[tuple[str, str]] = []
 
-    def finder(overlap: bool) -> HybridFinder:
-        cfg = FindConfig(overlap_embedding=overlap, record_recalls=False)
-        out = HybridFinder(f.db, f.embedder, f.counter, schema=SCHEMA, config=cfg)
-        embed, text_arm = out.embed, out.store.text_arm
+    def finder(**cfg: bool) -> HybridFinder:
+        config = FindConfig(record_recalls=False, **cfg)
+        out = HybridFinder(f.db, f.embedder, f.counter, schema=SCHEMA, config=config)
+        embed, text_arm, send = out.embed, out.store.text_arm, out.store.send_text_arm
 
-        def traced_embed(text: str) -> list[float]:
-            order.append(("embed", threading.current_thread().name))
-            return embed(text)
+        def traced(name: str, call: Any) -> Any:
+            def run(*args: Any, **kwargs: Any) -> Any:
+                order.append((name, threading.current_thread().name))
+                return call(*args, **kwargs)
 
-        def traced_text_arm(*args: Any, **kwargs: Any) -> Any:
-            order.append(("text", threading.current_thread().name))
-            return text_arm(*args, **kwargs)
+            return run
 
-        out.embed = traced_embed  # type: ignore[method-assign]
-        out.store.text_arm = traced_text_arm  # type: ignore[method-assign]
+        out.embed = traced("embed", embed)  # type: ignore[method-assign]
+        out.store.text_arm = traced("text", text_arm)  # type: ignore[method-assign]
+        out.store.send_text_arm = traced("send", send)  # type: ignore[method-assign]
         return out
 
     here = threading.current_thread().name
     question = LABELLED[0][0]
-    seq = finder(False).find(question, filters, 8)
-    assert order == [("embed", here), ("text", here)]
+    sent_first = finder().find(question, filters, 8)
+    assert order == [("send", here), ("embed", here)]
     order.clear()
-    par = finder(True).find(question, filters, 8)
+    after = finder(send_text_arm_first=False).find(question, filters, 8)
+    assert order == [("embed", here), ("text", here), ("send", here)]
+    order.clear()
+    par = finder(overlap_embedding=True).find(question, filters, 8)
     assert ("text", here) in order and [t for w, t in order if w == "embed"] != [here]
-    assert [(h.uri, h.text) for h in seq.hits] == [(h.uri, h.text) for h in par.hits]
-    assert {"embed", "sql_text", "total"} <= set(seq.timings_ms)
+    hits = [(h.uri, h.text) for h in sent_first.hits]
+    assert hits and hits == [(h.uri, h.text) for h in after.hits]
+    assert hits == [(h.uri, h.text) for h in par.hits]
+    assert {"embed", "sql_text", "total"} <= set(sent_first.timings_ms)
 
 
 def test_config_is_a_plain_model() -> None:

@@ -19,11 +19,12 @@ returning the sentences that match — each citing the turns it comes from.
 4. results are grouped by context type; each returned node records a recall (in the
    background: recording never slows down or fails a read).
 
-The query is embedded first, then PostgreSQL runs the text arm (`overlap_embedding` embeds it
-on a worker thread meanwhile: the two threads hand the interpreter lock back and forth, and
-on a host whose few cores the database shares they contend for those too — on LoCoMo on two
-cores, find p50/p95 16.3–17.0 / 18.4–20.2 ms in sequence against 17.7–20.5 / 20.4–26.0 ms
-overlapped, the embedding itself 8 ms against 10–12).
+The text arm's statement is sent first (pipeline mode, `storage.pipelined`), then the query is
+embedded while PostgreSQL ranks the text in its own process, and the arm is read after. One
+Python thread does both: `overlap_embedding` embeds on a worker thread instead, and the two
+threads hand the interpreter lock back and forth — on LoCoMo on two cores, find p50/p95
+16.3–17.0 / 18.4–20.2 ms with the embedding first and the text arm after it, against
+17.7–20.5 / 20.4–26.0 ms on two threads, the embedding itself 8 ms against 10–12.
 """
 
 from __future__ import annotations
@@ -186,22 +187,31 @@ class HybridFinder:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         n_cand = max(cfg.candidates, 2 * k)
-        pending: Future[list[float]] | None = None
         # the scope's own stopwords (cached per scope): searched with by neither arm
         common = self.store.common_terms(filters, query_terms(query, cfg.max_query_terms))
         timings["common_words"] = (time.perf_counter() - t0) * 1000
         qvec = list(query_vector or ())
-        if query_vector is None:
+        embed = query_vector is None
+        if embed and cfg.overlap_embedding:  # on a thread while this one runs the text arm
             dense = self.dense_query(query, filters, common)
-            if cfg.overlap_embedding:  # embed while the text arm runs in PostgreSQL
-                pending = self._pool.submit(self._timed_embed, dense, timings)
-            else:
-                qvec = self._timed_embed(dense, timings)
-        arm = self.store.text_arm(query, filters, n_cand, plan=plan, timings=timings, common=common)
-        # the dates the query names (while the query is embedded, when it is)
-        periods = query_periods(query, filters.as_of or date.today()) if cfg.date_weight else []
-        if pending is not None:
+            pending = self._pool.submit(self._timed_embed, dense, timings)
+            arm = self.store.text_arm(
+                query, filters, n_cand, plan=plan, timings=timings, common=common
+            )
             qvec = pending.result()
+        elif embed and cfg.send_text_arm_first:  # PostgreSQL ranks the text while the model runs
+            with self.store.send_text_arm(
+                query, filters, n_cand, plan=plan, timings=timings, common=common
+            ) as sent:
+                qvec = self._timed_embed(self.dense_query(query, filters, common), timings)
+                arm = sent.result()
+        else:
+            if embed:
+                qvec = self._timed_embed(self.dense_query(query, filters, common), timings)
+            arm = self.store.text_arm(
+                query, filters, n_cand, plan=plan, timings=timings, common=common
+            )
+        periods = query_periods(query, filters.as_of or date.today()) if cfg.date_weight else []
         # the chunks' own vectors serve the ranking only when it does not read the stored
         # unit vectors (a line that is its whole chunk has one of those too), or for a chunk
         # with none stored (the fused statement returns those)

@@ -1,0 +1,76 @@
+"""A read statement sent ahead: PostgreSQL runs it while the caller works on.
+
+`SentStatement` takes a pooled connection in autocommit mode, sends one statement in pipeline
+mode (psycopg returns as soon as it is on the wire) and keeps the connection until `rows()`
+reads the result. `find` sends its full-text arm this way before it embeds the question: the
+server ranks the text while the model runs, in its own process, with no second Python thread
+to contend with the model for the interpreter lock.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from typing import Any, Generic, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import RowFactory
+
+from ctxpipe.core.errors import StorageError
+from ctxpipe.storage.db import Database
+
+R = TypeVar("R")
+
+
+class SentStatement(Generic[R]):
+    """One statement on the wire. `rows()` waits for its rows and gives the connection back;
+    `close()` (or leaving the `with` block) gives it back unread. `what` names the statement
+    in a failure's message."""
+
+    def __init__(
+        self,
+        db: Database,
+        query: sql.Composed,
+        params: dict[str, Any],
+        rows: RowFactory[R],
+        what: str,
+    ) -> None:
+        self._what = what
+        self._stack = ExitStack()
+        try:
+            conn = self._stack.enter_context(db.autocommit())
+            self._stack.enter_context(conn.pipeline())
+            self._cur = self._stack.enter_context(conn.cursor(row_factory=rows, binary=True))
+            self._cur.execute(query, params)
+        except psycopg.Error as exc:
+            self.close()
+            raise self._failed(exc) from exc
+        except BaseException:
+            self.close()
+            raise
+
+    def _failed(self, exc: psycopg.Error) -> StorageError:
+        return StorageError(f"{self._what} failed: {' '.join(str(exc).split())}")
+
+    def rows(self) -> list[R]:
+        try:
+            return self._cur.fetchall()
+        except psycopg.Error as exc:
+            raise self._failed(exc) from exc
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        try:
+            self._stack.close()
+        except psycopg.Error:
+            pass  # the statement failed or the connection broke: the pool discards it
+
+    def __enter__(self) -> SentStatement[R]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["SentStatement"]

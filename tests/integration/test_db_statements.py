@@ -1,0 +1,97 @@
+"""How pooled connections run statements: every statement planned for its own parameters
+(psycopg prepares a statement run five times, and PostgreSQL may then switch it to one generic
+plan for every parameter — for find on a multi-tenant table, one plan for a small owner and the
+whole account alike), and a statement sent ahead that the server runs while the caller works."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+from psycopg.rows import tuple_row
+
+from ctxpipe.core.errors import StorageError
+from ctxpipe.storage.db import Database
+from ctxpipe.storage.pipelined import SentStatement
+
+STATEMENT = "SELECT count(*) FROM pg_class AS plan_probe WHERE plan_probe.oid = %(n)s"
+
+
+def _run_twenty_times(conn: psycopg.Connection[Any]) -> tuple[int, int]:
+    """(generic plans, custom plans) of STATEMENT after twenty runs, as the server counts them
+    (psycopg prepares it at its sixth; the server plans the first five runs of a prepared
+    statement for their parameters and then weighs a generic plan)."""
+    for n in range(20):
+        conn.execute(STATEMENT, {"n": n}).fetchone()
+    row = conn.execute(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+        "WHERE statement LIKE '%%plan_probe%%'"
+    ).fetchone()
+    assert row is not None, "psycopg did not prepare the statement"
+    return int(row[0]), int(row[1])
+
+
+def test_pooled_connections_never_switch_a_prepared_statement_to_a_generic_plan(
+    pg_url: str,
+) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as plain:  # what the pool's setting prevents
+        generic, _ = _run_twenty_times(plain)
+        assert generic > 0
+    db = Database(pg_url, min_size=1, max_size=1)
+    try:
+        with db.autocommit() as conn:
+            generic, custom = _run_twenty_times(conn)
+            assert (generic, custom) == (0, custom) and custom >= 10
+        with db.connection() as conn:
+            assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_custom_plan",)
+    finally:
+        db.close()
+    # a mode the connection asks for itself is kept
+    generic = Database(make_conninfo(pg_url, options="-c plan_cache_mode=force_generic_plan"))
+    try:
+        with generic.autocommit() as conn:
+            assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
+    finally:
+        generic.close()
+
+
+def test_a_sent_statement_runs_while_the_caller_works_and_gives_its_connection_back(
+    pg_url: str,
+) -> None:
+    db = Database(pg_url, min_size=1, max_size=1)
+    query = sql.SQL("SELECT pg_sleep(0.3), %(x)s::int AS x")
+    try:
+        started = time.perf_counter()
+        sent = SentStatement(db, query, {"x": 7}, tuple_row, "the probe")
+        assert time.perf_counter() - started < 0.2  # on the wire, not waited for
+        time.sleep(0.3)  # the caller's own work (find: the question's embedding)
+        assert [r[1] for r in sent.rows()] == [7]
+        assert time.perf_counter() - started < 0.55  # the two 0.3 s overlapped
+        with db.autocommit() as conn:  # the one pooled connection is back
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        with SentStatement(db, query, {"x": 8}, tuple_row, "the probe"):
+            pass  # left unread: given back all the same
+        with db.connection() as conn:
+            assert conn.execute("SELECT 2").fetchone() == (2,)
+    finally:
+        db.close()
+
+
+def test_a_sent_statement_that_fails_names_itself_and_leaves_the_pool_usable(
+    pg_url: str,
+) -> None:
+    db = Database(pg_url, min_size=1, max_size=1)
+    try:
+        sent = SentStatement(
+            db, sql.SQL("SELECT 1 / %(x)s::int"), {"x": 0}, tuple_row, "the division"
+        )
+        with pytest.raises(StorageError, match="the division failed: division by zero"):
+            sent.rows()
+        with db.autocommit() as conn:
+            assert conn.execute("SELECT 3").fetchone() == (3,)
+    finally:
+        db.close()

@@ -3,6 +3,7 @@ with honest credit.
 
     .venv/bin/python bench/locomo_recall.py [PATH/TO/locomo_dev.json] [--limit-conversations N]
                                             [--tuned 3] [--no-search] [--json OUT]
+                                            [--query-threads 1]
 
 Every session of every conversation is committed through the pipeline in process (rules LLM,
 dedup against the replica, the same code as Celery runs), the outbox is drained by the index
@@ -33,7 +34,8 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="keep the database and FS in DIR; a later run with the same DIR "
                          "(same conversations or fewer) skips ingest: read side only")  # fmt: skip
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    ap.add_argument("--query-threads", type=int, default=1, metavar="N",
+                    help="torch threads while questions are asked (default 1, as an API "
+                         "process runs: OMP_NUM_THREADS=1 there; 0: torch's own, all cores); "
+                         "the ingest keeps torch's own")  # fmt: skip
     ap.add_argument("--no-search", action="store_true", help="skip ctxpipe search (faster)")
     ap.add_argument("--query-time-units", action="store_true",
                     help="also time every find with the unit vectors encoded at query time "
@@ -204,7 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             t_ingest += time.perf_counter() - t0
             t1 = time.perf_counter()
-            evaluate(sample, index, ctx, sessions, turns, read, rt.embedder.encode, tally, args)
+            with torch_threads(args.query_threads):
+                evaluate(sample, index, ctx, sessions, turns, read, rt.embedder.encode, tally, args)
             t_query += time.perf_counter() - t1
             print(
                 f"{sample['sample_id']}: {len(sessions)} sessions, {len(turns)} turns "
@@ -274,6 +281,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.state is None:
             shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op threads set to `n` inside (0: left as they are)."""
+    if n <= 0:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _pct(values: Sequence[float], q: int) -> float | None:

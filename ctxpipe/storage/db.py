@@ -147,12 +147,13 @@ class Database:
         # a prepared statement may otherwise switch to a generic plan, one plan for every
         # owner of a multi-tenant table. find's full-text arm on one owner's chunks then ran in
         # 3.4 ms against 1.2 ms planned for the owner (100,000 chunks, 100 owners); planning
-        # each run costs a fraction of a millisecond. Only the server's default is replaced: a
-        # mode set for the role, the database or in the connection's options is kept.
+        # each run costs a fraction of a millisecond. Only the built-in default is replaced: a
+        # mode set in the server's configuration, for the role or the database, or in the
+        # connection's options is kept (`auto` too).
         with conn.transaction():
             conn.execute(
                 "SELECT set_config('plan_cache_mode', 'force_custom_plan', false) "
-                "WHERE current_setting('plan_cache_mode') = 'auto'"
+                "FROM pg_settings WHERE name = 'plan_cache_mode' AND source = 'default'"
             )
         _register_vector(conn)
 

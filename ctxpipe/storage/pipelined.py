@@ -36,6 +36,7 @@ class SentStatement(Generic[R]):
         what: str,
     ) -> None:
         self._what = what
+        self._read = False
         self._stack = ExitStack()
         try:
             conn = self._stack.enter_context(db.autocommit())
@@ -53,6 +54,9 @@ class SentStatement(Generic[R]):
         return StorageError(f"{self._what} failed: {' '.join(str(exc).split())}")
 
     def rows(self) -> list[R]:
+        if self._read:  # its connection is back in the pool, maybe in another's hands
+            raise RuntimeError(f"{self._what}: its rows were read already")
+        self._read = True
         try:
             return self._cur.fetchall()
         except psycopg.Error as exc:

@@ -50,13 +50,14 @@ def test_pooled_connections_never_switch_a_prepared_statement_to_a_generic_plan(
             assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_custom_plan",)
     finally:
         db.close()
-    # a mode the connection asks for itself is kept
-    generic = Database(make_conninfo(pg_url, options="-c plan_cache_mode=force_generic_plan"))
-    try:
-        with generic.autocommit() as conn:
-            assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
-    finally:
-        generic.close()
+    # a mode the connection asks for itself is kept, the server's own `auto` too
+    for mode in ("force_generic_plan", "auto"):
+        asked = Database(make_conninfo(pg_url, options=f"-c plan_cache_mode={mode}"))
+        try:
+            with asked.autocommit() as conn:
+                assert conn.execute("SHOW plan_cache_mode").fetchone() == (mode,)
+        finally:
+            asked.close()
 
 
 def test_a_sent_statement_runs_while_the_caller_works_and_gives_its_connection_back(
@@ -65,12 +66,16 @@ def test_a_sent_statement_runs_while_the_caller_works_and_gives_its_connection_b
     db = Database(pg_url, min_size=1, max_size=1)
     query = sql.SQL("SELECT pg_sleep(0.3), %(x)s::int AS x")
     try:
+        with db.autocommit() as conn:  # the pool's connection made, outside the timing
+            conn.execute("SELECT 1")
         started = time.perf_counter()
         sent = SentStatement(db, query, {"x": 7}, tuple_row, "the probe")
-        assert time.perf_counter() - started < 0.2  # on the wire, not waited for
+        assert time.perf_counter() - started < 0.25  # on the wire, not waited for
         time.sleep(0.3)  # the caller's own work (find: the question's embedding)
         assert [r[1] for r in sent.rows()] == [7]
-        assert time.perf_counter() - started < 0.55  # the two 0.3 s overlapped
+        assert time.perf_counter() - started < 0.55  # the two 0.3 s overlapped (not 0.6)
+        with pytest.raises(RuntimeError, match="read already"):
+            sent.rows()
         with db.autocommit() as conn:  # the one pooled connection is back
             assert conn.execute("SELECT 1").fetchone() == (1,)
         with SentStatement(db, query, {"x": 8}, tuple_row, "the probe"):

@@ -161,3 +161,10 @@ def test_a_cold_scope_ranks_the_text_arm_as_a_warm_one(synthetic: HybridFinder) 
     cold, warm = _arms(synthetic, "note 7 of owner 3", many)
     assert cold.plan == warm.plan == "hnsw" and cold.ids == warm.ids and cold.ids
     assert cold.scores == pytest.approx(warm.scores, rel=1e-12)
+    # a plan asked for is kept when a cold scope turns out large, as when it is warm
+    store = synthetic.store
+    store.invalidate()
+    forced = store.text_arm("note 7 of owner 3", many, 40, plan="exact")
+    assert (
+        forced.plan == "exact" == store.text_arm("note 7 of owner 3", many, 40, plan="exact").plan
+    )

@@ -232,7 +232,7 @@ class TextArmStore:
         terms = query_terms(query, cfg.max_query_terms) if cfg.text_weight > 0 else []
         terms = [t for t in terms if t not in common]
         if terms and plan in (None, "exact") and self._cold(filters, terms):
-            return self._send_cold(filters, terms, n_cand, timings)
+            return self._send_cold(filters, terms, n_cand, plan, timings)
         return self._send_warm(filters, terms, n_cand, plan, timings)
 
     def _send_warm(
@@ -296,12 +296,14 @@ class TextArmStore:
         filters: FindFilters,
         terms: list[str],
         n_cand: int,
+        plan: str | None,
         timings: dict[str, float],
     ) -> PendingTextArm:
         """The text arm of a small scope not seen lately, in one statement that also counts
         the scope and its terms (`retrieval_text_arm_cold`); the counts are cached as
         `scope_stats` and `term_df` cache theirs. A scope that turns out large (its
-        statistics now cached) takes the large-scope path when the arm is read."""
+        statistics now cached) takes the large-scope path when the arm is read, with the
+        `plan` asked for, if any (the cold statement's time counted as the scope's)."""
         cfg = self.config
         t0 = time.perf_counter()
         scope, params = build_where(filters, scope_only=True)
@@ -325,9 +327,12 @@ class TextArmStore:
             key = self._scope_key(filters)
             n_rows, avgdl = int(n_rows), float(avgdl)
             self._stats.put(key, (n_rows, avgdl))
-            if self.plan_for(n_rows) != "exact":
-                with self._send_warm(filters, terms, n_cand, None, timings) as large:
-                    return large.result()
+            if self.plan_for(n_rows) != "exact":  # the plan asked for, if any, is kept
+                cold_ms = (time.perf_counter() - t0) * 1000
+                with self._send_warm(filters, terms, n_cand, plan, timings) as large:
+                    arm = large.result()
+                timings["scope"] = timings.get("scope", 0.0) + cold_ms
+                return arm
             df = dict(zip(seen or [], dfs or [], strict=True))
             for t in terms:
                 self._df.put((key, t), int(df.get(t, 0)))

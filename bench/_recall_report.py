@@ -7,7 +7,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from _recall_scoring import BUDGETS, GROUNDED, Tally
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -21,17 +20,6 @@ def fmt(x: float) -> str:
 
 COLUMNS = ("loose@10", *GROUNDED, *(f"aic@{b}" for b in BUDGETS), "tokens@10", "turns@10")
 HELD = "held/cited"  # cited turns whose content the citing text carries, over all cited
-
-
-def pair_ratios(find_ms: Sequence[float], bare_ms: Sequence[float]) -> dict[str, float]:
-    """find ÷ the bare query question by question (the two are timed back to back, in
-    alternating order, for each question): the median and the 95th percentile of those
-    ratios. Steadier than the ratio of the two p95s, which moves with whichever tail is
-    heavier in a run."""
-    ratios = [f / b for f, b in zip(find_ms, bare_ms, strict=True) if b > 0]
-    if not ratios:
-        return {}
-    return {f"p{q}": round(float(np.percentile(ratios, q)), 2) for q in (50, 95)}
 
 
 def print_table(

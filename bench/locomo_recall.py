@@ -34,8 +34,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,15 @@ import numpy as np
 from _baselines import Baselines, Turn
 from _grounding import TurnContent
 from _locomo import evidence_ids
-from _recall_report import BASELINES, BEST_SENTENCE, CATEGORIES, pair_ratios, report
+from _recall_latency import (
+    CONTEXT_MS,
+    VARIANT_MS,
+    latency_meta,
+    print_latency,
+    timed_find,
+    torch_threads,
+)
+from _recall_report import BASELINES, BEST_SENTENCE, CATEGORIES, report
 from _recall_scoring import BUDGETS, Built, Item, Tally, score_context, score_items
 from _recall_variants import (
     context_variant,
@@ -77,16 +84,10 @@ from ctxpipe.storage.netutil import free_port  # noqa: E402
 
 SYSTEMS = ("ctxpipe find", "ctxpipe search", "build_context", *BASELINES)
 FIND_K_FOR_BUDGET = 40  # hits asked of find to fill the largest answer-in-context budget
-CONTEXT_MS: list[float] = []  # build_context's own total time per build
 SCHEMA = "locomo_bench"
-FIND_MS: list[float] = []  # wall time of every ctxpipe find call
-FIND_MS_QUERY_TIME: list[float] = []  # the same questions, unit vectors encoded at query time
-FIND_PHASES: list[dict[str, float]] = []  # find's own timings_ms per call
-BARE_MS: list[float] = []  # the bare query: embed the question + exact pgvector top-10
 VARIANTS: dict[str, dict[str, Any]] = {}  # "find K=V" systems: FindConfig changes (--variant)
 SEARCH_VARIANTS: dict[str, dict[str, Any]] = {}  # "search K=V": HierarchicalConfig changes
 CONTEXT_VARIANTS: dict[str, dict[str, Any]] = {}  # "build_context K=V": ContextConfig changes
-VARIANT_MS: dict[str, list[float]] = {}  # wall time of each variant's first find per question
 
 
 # ------------------------------------------------------------------ data
@@ -226,51 +227,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ingest_reused": reuse,
             "ingest_s": round(t_ingest, 1),
             "query_s": round(t_query, 1),
-            "find_p50_ms": round(float(np.percentile(FIND_MS, 50)), 1) if FIND_MS else None,
-            "find_p95_ms": round(float(np.percentile(FIND_MS, 95)), 1) if FIND_MS else None,
-            "bare_p50_ms": round(float(np.percentile(BARE_MS, 50)), 1) if BARE_MS else None,
-            "bare_p95_ms": round(float(np.percentile(BARE_MS, 95)), 1) if BARE_MS else None,
-            "find_over_bare_per_question": pair_ratios(FIND_MS, BARE_MS),
-            "context_p50_ms": _pct(CONTEXT_MS, 50),
-            "context_p95_ms": _pct(CONTEXT_MS, 95),
+            **latency_meta(),
             "total_s": round(time.perf_counter() - started, 1),
-            "variant_find_ms": {
-                k: {"p50": _pct(v, 50), "p95": _pct(v, 95)} for k, v in VARIANT_MS.items()
-            },
         }
         systems = (*SYSTEMS, *VARIANTS, *SEARCH_VARIANTS, *CONTEXT_VARIANTS)
         out = report(tally, meta, held_out, systems)
-        print(
-            f"\nctxpipe find latency (question embedding included): "
-            f"p50 {meta['find_p50_ms']} ms, p95 {meta['find_p95_ms']} ms"
-        )
-        print(
-            f"build_context latency (retrieval included, 3 budgets per question): "
-            f"p50 {meta['context_p50_ms']} ms, p95 {meta['context_p95_ms']} ms"
-        )
-        if BARE_MS:
-            print(
-                f"bare query (embed + exact pgvector top-10 over the owner's chunks), same run: "
-                f"p50 {meta['bare_p50_ms']} ms, p95 {meta['bare_p95_ms']} ms -> find / bare "
-                f"p50 {meta['find_p50_ms'] / meta['bare_p50_ms']:.2f}, "
-                f"p95 {meta['find_p95_ms'] / meta['bare_p95_ms']:.2f} (target p95 <= 1.5); "
-                f"question by question: median {meta['find_over_bare_per_question']['p50']}, "
-                f"p95 {meta['find_over_bare_per_question']['p95']}"
-            )
-        if FIND_PHASES:
-            phases = sorted({k for t in FIND_PHASES for k in t})
-            print("  find phases p50/p95 ms: " + ", ".join(
-                f"{k} {np.percentile([t.get(k, 0.0) for t in FIND_PHASES], 50):.1f}/"
-                f"{np.percentile([t.get(k, 0.0) for t in FIND_PHASES], 95):.1f}"
-                for k in phases))  # fmt: skip
-        for system, times in VARIANT_MS.items():
-            print(f"  {system}: find p50 {_pct(times, 50)} ms, p95 {_pct(times, 95)} ms")
-        if FIND_MS_QUERY_TIME:
-            print(
-                f"  with unit vectors encoded at query time: "
-                f"p50 {np.percentile(FIND_MS_QUERY_TIME, 50):.1f} ms, "
-                f"p95 {np.percentile(FIND_MS_QUERY_TIME, 95):.1f} ms"
-            )
+        print_latency(meta)
         print(f"ingest {t_ingest:.0f}s, queries {t_query:.0f}s, total {meta['total_s']:.0f}s")
         if args.json:
             args.json.write_text(json.dumps(out, indent=2), encoding="utf-8")
@@ -281,26 +243,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.state is None:
             shutil.rmtree(tmp, ignore_errors=True)
     return 0
-
-
-@contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """torch's intra-op threads set to `n` inside (0: left as they are)."""
-    if n <= 0:
-        yield
-        return
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def _pct(values: Sequence[float], q: int) -> float | None:
-    return round(float(np.percentile(values, q)), 1) if values else None
 
 
 def _reset_schema(url: str) -> None:
@@ -342,19 +284,7 @@ def evaluate(
             answers[system] = base.items(ranking, limit)
         hybrid = rankings["hybrid (bm25+dense)"]
         answers[BEST_SENTENCE] = base.best_sentence_items(hybrid, question, limit)
-        if args.query_time_units and len(FIND_MS) % 2:
-            _time_query_time_units(read, question, filters)
-        bare_first = len(FIND_MS) % 2 == 0  # alternate which of the two runs first
-        if bare_first:
-            _time_bare(read, question, filters)
-        t0 = time.perf_counter()
-        found = read.finder.find(question, filters, 10)  # embeds the question itself
-        FIND_MS.append((time.perf_counter() - t0) * 1000)
-        FIND_PHASES.append(found.timings_ms)
-        if not bare_first:
-            _time_bare(read, question, filters)
-        if args.query_time_units and len(FIND_MS_QUERY_TIME) < len(FIND_MS):
-            _time_query_time_units(read, question, filters)
+        found = timed_find(read, question, filters, args.query_time_units)
         answers["ctxpipe find"] = _find_items(read.finder, question, filters, limit, found)
         for system, update in VARIANTS.items():
             finder = find_variant(read, system, update)
@@ -385,9 +315,6 @@ def evaluate(
             tally.add(system, cat, index, row, items)
 
 
-_QUERY_TIME: dict[int, HybridFinder] = {}
-
-
 def _find_items(
     finder: HybridFinder,
     question: str,
@@ -401,30 +328,6 @@ def _find_items(
         more = hit_items(finder.find(question, filters, FIND_K_FOR_BUDGET).hits)
         items += [it for it in more if it not in items]
     return items
-
-
-def _time_bare(read: ReadPath, question: str, filters: FindFilters) -> None:
-    """The bare query a plain vector store runs: embed the question, exact top-10 by cosine
-    over the owner's chunks in pgvector."""
-    t0 = time.perf_counter()
-    qvec = read.finder.embed(question)
-    read.finder.exact_neighbours(qvec, filters, 10)
-    BARE_MS.append((time.perf_counter() - t0) * 1000)
-
-
-def _time_query_time_units(read: ReadPath, question: str, filters: FindFilters) -> None:
-    """Time `find` with the unit vectors encoded at query time (its own LRU, warm across the
-    questions as in a long-running process), recording no recalls."""
-    finder = _QUERY_TIME.get(id(read))
-    if finder is None:
-        cfg = read.finder.config.model_copy(update={"stored_units": False, "record_recalls": False})
-        finder = HybridFinder(
-            read.finder.db, read.finder.embedder, read.counter, schema=SCHEMA, config=cfg
-        )
-        _QUERY_TIME[id(read)] = finder
-    t0 = time.perf_counter()
-    finder.find(question, filters, 10)
-    FIND_MS_QUERY_TIME.append((time.perf_counter() - t0) * 1000)
 
 
 def context_row(

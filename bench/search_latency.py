@@ -198,6 +198,20 @@ def _bare(
     return qvec, truth
 
 
+_STAGE_NOTE = {
+    "first": " (sql_text: from sending the text arm to its rows, the embedding inside)",
+    "thread": " (embed runs beside the text arm)",
+    "after": "",
+}
+
+
+def _text_arm(cfg: FindConfig) -> str:
+    """How find runs its text arm beside the embedding (`--text-arm`)."""
+    if cfg.overlap_embedding:
+        return "thread"
+    return "first" if cfg.send_text_arm_first else "after"
+
+
 def run(finder: HybridFinder, queries: list[str], filters_of: Any, label: str) -> dict[str, Any]:
     latencies: list[float] = []
     stages: dict[str, list[float]] = {}
@@ -243,13 +257,7 @@ def run(finder: HybridFinder, queries: list[str], filters_of: Any, label: str) -
             f"{k} {v:.1f}/{out['stages_p95_ms'][k]:.1f}" for k, v in out["stages_p50_ms"].items()
         )
         + " ms"
-        + (
-            " (sql_text: from sending the text arm to its rows, the embedding inside)"
-            if finder.config.send_text_arm_first and not finder.config.overlap_embedding
-            else " (embed runs beside the text arm)"
-            if finder.config.overlap_embedding
-            else ""
-        )
+        + _STAGE_NOTE[_text_arm(finder.config)]
     )
     return out
 
@@ -272,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--text-arm",
-        choices=["first", "after", "thread"],
+        choices=sorted(_STAGE_NOTE),
         default="first",
         help="first: the text arm is sent before the question is embedded (the default); "
         "after: embedded first, then the text arm; thread: embedded on a thread meanwhile",

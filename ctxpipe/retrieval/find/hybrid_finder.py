@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import date
+from typing import TypeVar
 
 import numpy as np
 
@@ -69,6 +70,7 @@ from ctxpipe.retrieval.units.sentence_ranking import (
 from ctxpipe.retrieval.units.snippets import grow_snippet, hit_date
 from ctxpipe.storage.db import Database
 
+_T = TypeVar("_T")
 _MIN_CUT_TOKENS = 8  # a budget's last hit is cut to what is left, unless that is less
 
 
@@ -192,25 +194,23 @@ class HybridFinder:
         timings["common_words"] = (time.perf_counter() - t0) * 1000
         qvec = list(query_vector or ())
         embed = query_vector is None
+        dense = self.dense_query(query, filters, common) if embed else ""
+
+        def arm_of(call: Callable[..., _T]) -> _T:  # text_arm, or send_text_arm (not read)
+            return call(query, filters, n_cand, plan=plan, timings=timings, common=common)
+
         if embed and cfg.overlap_embedding:  # on a thread while this one runs the text arm
-            dense = self.dense_query(query, filters, common)
             pending = self._pool.submit(self._timed_embed, dense, timings)
-            arm = self.store.text_arm(
-                query, filters, n_cand, plan=plan, timings=timings, common=common
-            )
+            arm = arm_of(self.store.text_arm)
             qvec = pending.result()
         elif embed and cfg.send_text_arm_first:  # PostgreSQL ranks the text while the model runs
-            with self.store.send_text_arm(
-                query, filters, n_cand, plan=plan, timings=timings, common=common
-            ) as sent:
-                qvec = self._timed_embed(self.dense_query(query, filters, common), timings)
+            with arm_of(self.store.send_text_arm) as sent:
+                qvec = self._timed_embed(dense, timings)
                 arm = sent.result()
         else:
             if embed:
-                qvec = self._timed_embed(self.dense_query(query, filters, common), timings)
-            arm = self.store.text_arm(
-                query, filters, n_cand, plan=plan, timings=timings, common=common
-            )
+                qvec = self._timed_embed(dense, timings)
+            arm = arm_of(self.store.text_arm)
         periods = query_periods(query, filters.as_of or date.today()) if cfg.date_weight else []
         # the chunks' own vectors serve the ranking only when it does not read the stored
         # unit vectors (a line that is its whole chunk has one of those too), or for a chunk

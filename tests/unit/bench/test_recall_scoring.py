@@ -47,7 +47,7 @@ def test_held_counts_only_the_cited_turns_whose_words_the_citing_text_carries() 
 
 
 def test_find_over_the_bare_query_is_taken_question_by_question() -> None:
-    from _recall_report import pair_ratios
+    from _recall_latency import pair_ratios
 
     # one slow bare query (a tail of the baseline) does not make find look fast: the slowest
     # of each is 30 against 60 ms, while find took twice the bare query on every other question

@@ -344,7 +344,7 @@ def test_processes_compare_and_set_without_losing_updates(
 
 def test_node_lock_times_out(fs: ContextFS, make_node: NodeFactory) -> None:
     fs.write_node(make_node(URI, "a"))
-    impatient = ContextFS(fs.fs_root, lock_timeout_s=0.2)
+    impatient = ContextFS(fs.fs_root, lock_timeout_s=0.05)
     errors: list[BaseException] = []
 
     def other() -> None:

@@ -349,9 +349,9 @@ def test_http_401_is_not_retried(server: FakeServer, registry: PromptRegistry) -
 
 def test_slow_server_times_out(server: FakeServer, registry: PromptRegistry) -> None:
     server.script = [Reply(content=VALID_SUMMARY, delay=1.5)]
-    llm = make_llm(server, registry, retries=1, timeout=0.2)
+    llm = make_llm(server, registry, retries=1, timeout=0.1)
     started = time.monotonic()
-    with pytest.raises(LLMError, match=r"timed out after 0.2s") as info:
+    with pytest.raises(LLMError, match=r"timed out after 0.1s") as info:
         llm.complete_json_sync("compression.archive_summary", ARCHIVE_VARS, ArchiveSummary)
     assert time.monotonic() - started < 1.4
     assert info.value.transient is True

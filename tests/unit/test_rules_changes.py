@@ -68,6 +68,9 @@ def test_the_judge_reads_both_outcomes() -> None:
         ("The user loves jazz.", None),
         ("The user joined Stripe last month.", "work"),
         ("The user works in marketing.", "work"),
+        # a noun phrase is the subject, not the user: "work" is a noun there
+        ("Now the hard work starts to turn the user's dream into a reality.", None),
+        ("That job was a great fit for the user.", None),
         # a work verb of an activity, not of a job
         ("The user has been working on building up confidence.", None),
         ("The user would appreciate help with managing their social media.", None),

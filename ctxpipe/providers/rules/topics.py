@@ -35,6 +35,7 @@ _NOT_TOPICS = ATTITUDE | _GENERIC | CHANGE_VERBS | STOPWORDS | {"user", "others"
 _NOT_TOPICS |= {c for cue in CHANGE_CUES for c in cue.split()}
 
 _SUBJECT_WORDS = frozenset({"the", "user", "and", "others", "they"})
+_DETERMINERS = frozenset("the a an this that these those".split())  # open a noun phrase
 # what someone is at an organisation: "is a nurse at St. Mary's", "is Alice, a data engineer at"
 _ROLE_AT_RE = re.compile(r"\b(?:is|was|am)\b[^.;]*?\ban?\s+(?:[\w-]+\s+){0,3}?at\s+[A-Z]")
 # a noun the subject owns ("the user's job", "their new job")
@@ -66,6 +67,9 @@ def subject_verb(text: str) -> tuple[str, bool]:
     start = 0  # past the subject: a name, a possessive, "the user", "and others"
     while start < len(words):
         w = words[start]
+        phrase = " ".join(words[start : start + 2]).lower()
+        if w.lower() in _DETERMINERS and not phrase.startswith("the user"):
+            return "", False  # a noun phrase is the subject ("the hard work starts"), not them
         subject_word = w.lower() in _SUBJECT_WORDS or w.endswith("'s")
         if not subject_word and not (w[:1].isupper() and speech.verb_lemma(w) is None):
             break
@@ -114,13 +118,8 @@ def slots_of(text: str) -> tuple[str, ...]:
     _, own = subject_verb(text)  # a verb of someone else (a sister's home) is not the speaker's
     words = word_lemmas(text)
     verbs = verbs_of(text) if own else set()
-    owned = {
-        lemma(w)
-        for m in _OWN_RE.finditer(text)
-        if _owner_is_subject(text, m)
-        for w in m.groups()
-        if w
-    }
+    owns = (m for m in _OWN_RE.finditer(text) if _owner_is_subject(text, m))
+    owned = {lemma(w) for m in owns for w in m.groups() if w}
     found: list[str] = []
     if own and _ROLE_AT_RE.search(text):
         found.append("work")

@@ -110,12 +110,15 @@ def bm25(
     lengths = np.fromiter((len(d) for d in docs), dtype=np.float32, count=len(docs))
     norm = _K1 * (1 - _B + _B * lengths / max(1.0, float(lengths.mean())))
     bags = counts if counts is not None else [Counter(d) for d in docs]
-    out = np.zeros(len(docs), dtype=np.float32)
-    for term, w in idf.items():
-        tf = np.fromiter((b.get(term, 0) for b in bags), dtype=np.float32, count=len(docs))
-        if tf.any():
-            out += w * tf * (_K1 + 1) / (tf + norm)
-    return out
+    column = {term: j for j, term in enumerate(idf)}
+    terms = column.keys()
+    tf = np.zeros((len(docs), len(column)), dtype=np.float32)
+    for i, bag in enumerate(bags):  # each doc once: the query terms it holds (few, often none)
+        for term in terms & bag.keys():
+            tf[i, column[term]] = bag[term]
+    weights = np.fromiter(idf.values(), dtype=np.float32, count=len(column))
+    # summed elementwise, not by a BLAS product: a few terms, and no stray FP flags
+    return (weights * tf * (_K1 + 1) / (tf + norm[:, None])).sum(axis=1, dtype=np.float32)
 
 
 def stemmed_idf(raw: dict[str, float]) -> dict[str, float]:

@@ -9,6 +9,7 @@ to contend with the model for the interpreter lock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any, Generic, TypeVar
 
@@ -20,6 +21,7 @@ from ctxpipe.core.errors import StorageError
 from ctxpipe.storage.db import Database
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 class SentStatement(Generic[R]):
@@ -77,4 +79,27 @@ class SentStatement(Generic[R]):
         self.close()
 
 
-__all__ = ["SentStatement"]
+class Pending(Generic[T]):
+    """What a statement sent ahead will give (`finish` reads it, when there is one, and
+    makes the result): `result()` waits for it; `close()`, or leaving the `with` block, gives
+    the statement's connection back unread."""
+
+    def __init__(self, finish: Callable[[], T], sent: SentStatement[Any] | None = None) -> None:
+        self._finish = finish
+        self._sent = sent
+
+    def result(self) -> T:
+        return self._finish()
+
+    def close(self) -> None:
+        if self._sent is not None:
+            self._sent.close()
+
+    def __enter__(self) -> Pending[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["Pending", "SentStatement"]

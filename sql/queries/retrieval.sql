@@ -25,7 +25,9 @@ HAVING count(*) > %(common_ratio)s * (SELECT n FROM n)
 -- The full-text arm, BM25-style: the IDF of each query term within the scope (computed by the
 -- caller), binary term frequency, length normalisation. It reads only chunks matching the
 -- selective terms, at most text_rows of them. {tsv} is the bare column (GIN index, large
--- scopes) or an expression the index cannot serve (a scan of a small owner's rows).
+-- scopes) or an expression the index cannot serve (a scan of a small owner's rows). The
+-- ranked chunks come with their text, refs and type (read for those n_txt rows only): find
+-- splits them into lines and sentences while the fused statement runs.
 WITH qterms AS MATERIALIZED (
     SELECT array_agg(to_tsquery('english', t.term)) AS tqs, array_agg(t.idf) AS idfs
     FROM unnest(%(terms)s::text[], %(idfs)s::float8[]) AS t(term, idf)
@@ -35,22 +37,31 @@ matched AS (
     FROM {{schema}}.context_chunks AS c
     WHERE {where} AND {tsv} @@ to_tsquery('english', %(tsq)s)
     LIMIT %(text_rows)s
+),
+ranked AS (
+    SELECT m.chunk_id,
+           (SELECT coalesce(sum(x.idf), 0)
+            FROM qterms, unnest(qterms.tqs, qterms.idfs) AS x(tq, idf)
+            WHERE m.tsv @@ x.tq)
+           * (%(k1)s + 1) / (1 + %(k1)s * (1 - %(b)s + %(b)s * length(m.tsv) / %(avgdl)s))
+           AS bm25
+    FROM matched AS m
+    ORDER BY bm25 DESC, m.chunk_id
+    LIMIT %(n_txt)s
 )
-SELECT m.chunk_id,
-       (SELECT coalesce(sum(x.idf), 0)
-        FROM qterms, unnest(qterms.tqs, qterms.idfs) AS x(tq, idf)
-        WHERE m.tsv @@ x.tq)
-       * (%(k1)s + 1) / (1 + %(k1)s * (1 - %(b)s + %(b)s * length(m.tsv) / %(avgdl)s)) AS bm25
-FROM matched AS m
-ORDER BY bm25 DESC, m.chunk_id
-LIMIT %(n_txt)s
+SELECT r.chunk_id, r.bm25, coalesce(c.text_content, '') AS text_content, c.source_refs,
+       coalesce(c.context_type, '') AS context_type
+FROM ranked AS r
+JOIN {{schema}}.context_chunks AS c ON c.chunk_id = r.chunk_id
+ORDER BY r.bm25 DESC, r.chunk_id
 
 -- name: retrieval_text_arm_cold
 -- The full-text arm of a small scope whose statistics are not cached yet, in one pass: the
 -- scope's row count (an index-only count; above max_rows only the mean below is read and the
 -- caller takes the large-scope path), its mean lexemes per chunk (on its first 2000 rows, as
 -- retrieval_scope_stats), the document frequency of each query term (as
--- retrieval_term_df_scan), and the ranking of retrieval_text_arm with those IDFs. {scope} is
+-- retrieval_term_df_scan), and the ranking of retrieval_text_arm with those IDFs (with the
+-- ranked chunks' text, refs and type as [text, refs, type] arrays, in order). {scope} is
 -- the account/owner filter, {where} the request's whole filter, both over ``c``.
 WITH cnt AS MATERIALIZED (
     SELECT count(*) AS n FROM {{schema}}.context_chunks AS c WHERE {scope}
@@ -108,7 +119,12 @@ SELECT stats.n, stats.avgdl,
        (SELECT array_agg(df.term ORDER BY df.ord) FROM df) AS terms,
        (SELECT array_agg(df.df ORDER BY df.ord) FROM df) AS dfs,
        (SELECT array_agg(r.chunk_id ORDER BY r.bm25 DESC, r.chunk_id) FROM ranked AS r) AS ids,
-       (SELECT array_agg(r.bm25 ORDER BY r.bm25 DESC, r.chunk_id) FROM ranked AS r) AS scores
+       (SELECT array_agg(r.bm25 ORDER BY r.bm25 DESC, r.chunk_id) FROM ranked AS r) AS scores,
+       (SELECT jsonb_agg(jsonb_build_array(coalesce(c.text_content, ''), c.source_refs,
+                                           coalesce(c.context_type, ''))
+                         ORDER BY r.bm25 DESC, r.chunk_id)
+        FROM ranked AS r JOIN {{schema}}.context_chunks AS c ON c.chunk_id = r.chunk_id)
+       AS sources
 FROM stats
 
 -- name: retrieval_fused

@@ -26,6 +26,7 @@ from ctxpipe.index.wiring import make_indexer
 from ctxpipe.retrieval.config import FindConfig, RetrievalConfig
 from ctxpipe.retrieval.find.hybrid_finder import HybridFinder
 from ctxpipe.retrieval.read_path import ReadPath
+from ctxpipe.retrieval.units import sentence_ranking
 from ctxpipe.runtime import Runtime
 
 SCHEMA = "rt_find"
@@ -297,6 +298,34 @@ def test_the_text_arm_is_sent_before_the_query_is_embedded(
     assert hits and hits == [(h.uri, h.text) for h in after.hits]
     assert hits == [(h.uri, h.text) for h in par.hits]
     assert {"embed", "sql_text", "total"} <= set(sent_first.timings_ms)
+
+
+def test_the_text_arms_chunks_are_split_while_the_fused_statement_runs(
+    world: ReadPath, ctx: RequestContext
+) -> None:
+    """The text arm brings what its chunks say as the candidates' rows will (its cold
+    statement, of a scope not seen lately, as the warm one): `find` splits them into lines
+    and sentences while PostgreSQL runs the fused statement, so the ranking step splits only
+    the candidates the vector arm alone found."""
+    filters = world.filters_for(ctx)
+    store = world.finder.store
+    for question, _ in LABELLED:
+        store.invalidate()
+        sentence_ranking._chunk_units.cache_clear()
+        cold = store.text_arm(question, filters, 40)
+        warm = store.text_arm(question, filters, 40)
+        assert cold.ids == warm.ids and cold.sources == warm.sources
+        assert len(warm.sources) == len(warm.ids)
+        qvec = world.finder.embed(question)
+        with store.send_fuse(qvec, filters, warm, 40) as pending:
+            sentence_ranking.split_ahead(warm.sources)
+            rows = pending.result().rows
+        said = {r.chunk_id: (r.text_content, tuple(r.source_refs), r.context_type) for r in rows}
+        assert [said[i] for i in warm.ids] == warm.sources, question
+        before = sentence_ranking._chunk_units.cache_info().misses
+        sentence_ranking.explode(rows)
+        split_now = sentence_ranking._chunk_units.cache_info().misses - before
+        assert split_now <= sum(r.tr is None for r in rows) < len(rows), question
 
 
 def test_config_is_a_plain_model() -> None:

@@ -154,6 +154,7 @@ def test_a_cold_scope_ranks_the_text_arm_as_a_warm_one(synthetic: HybridFinder) 
             )
             assert cold.scores == pytest.approx(warm.scores, rel=1e-12)
             assert cold.idf == pytest.approx(warm.idf, rel=1e-12)
+            assert cold.sources == warm.sources and len(cold.sources) == len(cold.ids)
     # its counts are cached: the next query of the scope reads only the matching chunks
     assert synthetic.store.scope_stats(filters)[0] == PER_OWNER
     # a scope above the exact-scan limit is left to the large-scope path

@@ -35,6 +35,7 @@ from ctxpipe.retrieval.find.text_arm import TextArm, TextArmStore, build_where
 from ctxpipe.retrieval.models import CandidateRow, FindFilters
 from ctxpipe.storage.chunk_sql import HnswTuner, fetch_with_vectors, vector_param
 from ctxpipe.storage.db import Database
+from ctxpipe.storage.pipelined import Pending, SentStatement
 
 R = TypeVar("R")
 
@@ -46,6 +47,10 @@ class Candidates:
     scope_rows: int
     idf: dict[str, float] = field(default_factory=dict)  # query term -> IDF in the scope
     text_terms: list[str] = field(default_factory=list)  # the terms the text arm matched on
+
+
+# the fused statement on the wire (`CandidateStore.send_fuse`): `result()` reads it
+PendingCandidates = Pending[Candidates]
 
 
 class CandidateStore(TextArmStore):
@@ -69,9 +74,48 @@ class CandidateStore(TextArmStore):
         """The vector arm fused with the text arm: candidate rows, best first; each with its
         chunk's vector unless `chunk_vectors` is False (`CandidateRow.embedding` None), and
         then still a chunk with no stored unit vectors."""
-        cfg = self.config
-        timings = timings if timings is not None else {}
+        with self.send_fuse(
+            qvec, filters, arm, n_cand, chunk_vectors=chunk_vectors, timings=timings
+        ) as pending:
+            return pending.result()
+
+    def send_fuse(
+        self,
+        qvec: Sequence[float],
+        filters: FindFilters,
+        arm: TextArm,
+        n_cand: int,
+        *,
+        chunk_vectors: bool = True,
+        timings: dict[str, float] | None = None,
+    ) -> PendingCandidates:
+        """`fuse` with its statement sent, not yet read: on the exact plan PostgreSQL scans the
+        owner's vectors while the caller goes on (the HNSW plan, whose settings need a
+        transaction, runs at once)."""
         t0 = time.perf_counter()
+        timings = timings if timings is not None else {}
+        query_sql, params = self._fused_statement(qvec, filters, arm, n_cand, chunk_vectors)
+
+        def done(rows: list[CandidateRow]) -> Candidates:
+            timings["sql_vector"] = (time.perf_counter() - t0) * 1000
+            return Candidates(rows, arm.plan, arm.scope_rows, arm.idf, arm.text_terms)
+
+        if arm.plan == "hnsw":
+            rows = self._fetch(query_sql, params, arm.plan, n_cand, class_row(CandidateRow))
+            return PendingCandidates(lambda: done(rows))
+        what = f"find on {self.schema}.context_chunks"
+        sent = SentStatement(self.db, query_sql, params, class_row(CandidateRow), what)
+        return PendingCandidates(lambda: done(sent.rows()), sent)
+
+    def _fused_statement(
+        self,
+        qvec: Sequence[float],
+        filters: FindFilters,
+        arm: TextArm,
+        n_cand: int,
+        chunk_vectors: bool,
+    ) -> tuple[sql.Composed, dict[str, Any]]:
+        cfg = self.config
         where, params = build_where(filters)
         order = (
             sql.SQL("(c.embedding <=> %(q)s::vector) + 0")
@@ -89,9 +133,7 @@ class CandidateStore(TextArmStore):
             chunk_vectors=chunk_vectors,
         )
         query_sql = sql.SQL(self.queries["retrieval_fused"]).format(where=where, vec_order=order)
-        rows = self._fetch(query_sql, params, arm.plan, n_cand, class_row(CandidateRow))
-        timings["sql_vector"] = (time.perf_counter() - t0) * 1000
-        return Candidates(rows, arm.plan, arm.scope_rows, arm.idf, arm.text_terms)
+        return query_sql, params
 
     def candidates(
         self,
@@ -177,6 +219,7 @@ class CandidateStore(TextArmStore):
 __all__ = [
     "CandidateStore",
     "Candidates",
+    "PendingCandidates",
     "TextArm",
     "build_where",
 ]

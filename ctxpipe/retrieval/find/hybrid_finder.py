@@ -24,7 +24,11 @@ embedded while PostgreSQL ranks the text in its own process, and the arm is read
 Python thread does both: `overlap_embedding` embeds on a worker thread instead, and the two
 threads hand the interpreter lock back and forth — on LoCoMo on two cores, find p50/p95
 16.3–17.0 / 18.4–20.2 ms with the embedding first and the text arm after it, against
-17.7–20.5 / 20.4–26.0 ms on two threads, the embedding itself 8 ms against 10–12.
+17.7–20.5 / 20.4–26.0 ms on two threads, the embedding itself 8 ms against 10–12. The fused
+statement is sent the same way, and while PostgreSQL scans the vectors this thread splits the
+text arm's chunks (its statement returns what they say) into the lines and sentences the
+ranking reads: a candidate not seen before costs the ranking step nothing unless the vector
+arm alone found it.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ from ctxpipe.retrieval.units.sentence_ranking import (
     explode,
     rank_sentences,
     rrf_ranks,
+    split_ahead,
 )
 from ctxpipe.retrieval.units.snippets import grow_snippet, hit_date
 from ctxpipe.storage.db import Database
@@ -216,9 +221,11 @@ class HybridFinder:
         # unit vectors (a line that is its whole chunk has one of those too), or for a chunk
         # with none stored (the fused statement returns those)
         chunk_vectors = not (cfg.stored_units and cfg.dense_rows)
-        cand = self.store.fuse(
+        with self.store.send_fuse(
             qvec, filters, arm, n_cand, chunk_vectors=chunk_vectors, timings=timings
-        )
+        ) as fused:  # the text arm's chunks split while PostgreSQL scans the vectors
+            split_ahead(arm.sources)
+            cand = fused.result()
         t1 = time.perf_counter()
         rows = [r for r in cand.rows if (r.sim or 0.0) >= filters.min_score]
         bonus = self._graph_ranking(filters.account_id, rows)

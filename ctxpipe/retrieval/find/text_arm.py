@@ -17,7 +17,7 @@ the question; `PendingTextArm.result()` reads it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,7 @@ from ctxpipe.retrieval.models import FindFilters
 from ctxpipe.retrieval.units.lexical import bm25_idf, query_terms, tsquery_or
 from ctxpipe.storage.chunk_sql import ChunkScope, chunk_where
 from ctxpipe.storage.db import Database
-from ctxpipe.storage.pipelined import SentStatement
+from ctxpipe.storage.pipelined import Pending, SentStatement
 from ctxpipe.storage.queries import Queries
 
 _BM25_K1 = 1.2
@@ -58,6 +58,9 @@ def build_where(
     )
 
 
+ChunkSource = tuple[str, tuple[str, ...], str]  # a chunk's text, refs and context type
+
+
 @dataclass
 class TextArm:
     plan: str
@@ -66,30 +69,20 @@ class TextArm:
     text_terms: list[str] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)  # best first
     scores: list[float] = field(default_factory=list)
+    # what the ranked chunks say, as the candidates' rows will (none from a cold scope's
+    # statement): split into lines and sentences while the fused statement runs
+    sources: list[ChunkSource] = field(default_factory=list)
 
 
-class PendingTextArm:
-    """A text arm whose statement is on the wire: `result()` waits for it (and gives its
-    connection back); `close()`, or leaving the `with` block, gives it back unread."""
+def _sources(rows: Iterable[Sequence[Any]]) -> list[ChunkSource]:
+    """(text, refs, context type) of each ranked chunk, as `explode` reads a candidate row."""
+    return [
+        (str(text), tuple(str(r) for r in refs or ()), str(ctype)) for text, refs, ctype in rows
+    ]
 
-    def __init__(
-        self, finish: Callable[[], TextArm], sent: SentStatement[Any] | None = None
-    ) -> None:
-        self._finish = finish
-        self._sent = sent
 
-    def result(self) -> TextArm:
-        return self._finish()
-
-    def close(self) -> None:
-        if self._sent is not None:
-            self._sent.close()
-
-    def __enter__(self) -> PendingTextArm:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+# the text arm with its ranking statement on the wire: `result()` reads it
+PendingTextArm = Pending[TextArm]
 
 
 class TextArmStore:
@@ -271,8 +264,9 @@ class TextArmStore:
 
         def finish() -> TextArm:
             ranked = sent.rows()
-            arm.ids = [str(chunk_id) for chunk_id, _ in ranked]
-            arm.scores = [float(score) for _, score in ranked]
+            arm.ids = [str(row[0]) for row in ranked]
+            arm.scores = [float(row[1]) for row in ranked]
+            arm.sources = _sources(row[2:] for row in ranked)
             timings["sql_text"] = (time.perf_counter() - t1) * 1000
             return arm
 
@@ -323,7 +317,7 @@ class TextArmStore:
         sent = self._send(query_sql, params)
 
         def finish() -> TextArm:
-            n_rows, avgdl, seen, dfs, ids, scores = sent.rows()[0]
+            n_rows, avgdl, seen, dfs, ids, scores, sources = sent.rows()[0]
             key = self._scope_key(filters)
             n_rows, avgdl = int(n_rows), float(avgdl)
             self._stats.put(key, (n_rows, avgdl))
@@ -346,6 +340,7 @@ class TextArmStore:
                 text_terms=list(idf),
                 ids=[str(i) for i in ids or []],
                 scores=[float(x) for x in scores or []],
+                sources=_sources(sources or []),
             )
 
         return PendingTextArm(finish, sent)
@@ -356,4 +351,4 @@ class TextArmStore:
         self.common.clear()
 
 
-__all__ = ["PendingTextArm", "TextArm", "TextArmStore", "build_where"]
+__all__ = ["ChunkSource", "PendingTextArm", "TextArm", "TextArmStore", "build_where"]

@@ -18,7 +18,7 @@ LRU cache.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, cast
@@ -96,6 +96,14 @@ def _chunk_units(text: str, refs: tuple[str, ...], context_type: str | None) -> 
         sents = tuple((s, bag if s is line else _bag(s.text)) for s in line.sentences())
         out.append((line, bag, sents))
     return tuple(out)
+
+
+def split_ahead(sources: Iterable[tuple[str, tuple[str, ...], str]]) -> None:
+    """Split chunks (text, refs, context type) the way `explode` will, into its cache: `find`
+    does it for the text arm's chunks while PostgreSQL runs the fused statement, so that
+    candidates not seen before cost the ranking step nothing."""
+    for text, refs, context_type in sources:
+        _chunk_units(text, refs, context_type)
 
 
 def bm25(
@@ -360,4 +368,5 @@ __all__ = [
     "bm25",
     "explode",
     "rank_sentences",
+    "split_ahead",
 ]

@@ -49,7 +49,8 @@ ranked AS (
     ORDER BY bm25 DESC, m.chunk_id
     LIMIT %(n_txt)s
 )
-SELECT r.chunk_id, r.bm25, coalesce(c.text_content, '') AS text_content, c.source_refs,
+SELECT r.chunk_id, r.bm25, coalesce(c.text_content, '') AS text_content,
+       ARRAY(SELECT jsonb_array_elements_text(c.source_refs)) AS source_refs,
        coalesce(c.context_type, '') AS context_type
 FROM ranked AS r
 JOIN {{schema}}.context_chunks AS c ON c.chunk_id = r.chunk_id
@@ -130,7 +131,8 @@ FROM stats
 -- name: retrieval_fused
 -- The vector arm (cosine; exact scan or HNSW by the ORDER BY expression) fused with the
 -- full-text arm's ranking (given as arrays, best first) by reciprocal rank fusion, with the
--- candidates' rows; their vectors only when asked (chunk_vectors), or for a chunk with no
+-- candidates' rows (the refs as a text array: no JSON to parse per row); their vectors only
+-- when asked (chunk_vectors), or for a chunk with no
 -- stored unit vectors (a replica indexed before them, an archive's summary): the ranking
 -- reads the stored unit vectors instead, and some 50 vectors are most of the rows' bytes,
 -- but a chunk that is one line without them would be encoded at query time.
@@ -160,7 +162,8 @@ SELECT f.chunk_id, f.rrf, f.vr, f.tr, f.bm25,
        c.uri, c.level, c.chunk_index, coalesce(c.text_content, '') AS text_content,
        coalesce(c.context_type, '') AS context_type, coalesce(c.category, '') AS category,
        coalesce(c.owner_space, '') AS owner_space, coalesce(c.parent_uri, '') AS parent_uri,
-       c.source_refs, coalesce(c.node_version, 0) AS node_version,
+       ARRAY(SELECT jsonb_array_elements_text(c.source_refs)) AS source_refs,
+       coalesce(c.node_version, 0) AS node_version,
        coalesce(n.abstract_text, '') AS abstract_text,
        n.metadata ->> 'event_time' AS event_time, n.metadata ->> 'observed_at' AS observed_at,
        CASE WHEN %(chunk_vectors)s

@@ -154,6 +154,31 @@ def test_sentences_are_ranked_by_themselves_their_line_and_their_chunk() -> None
     )
 
 
+def test_every_sentence_is_ranked_once_best_first() -> None:
+    """The ranking reads the candidates' sentences as columns and makes a `Sentence` when one
+    is read: every sentence once, by score, ties by chunk then line; read by index or slice
+    the same as in order."""
+    emb = BagEmbedder()
+    rows = [
+        row(ARCHIVE, REFS, rrf=0.03),
+        row("[D2:1] user (Caroline): My dog likes the lake. It swims far.", ["s2:D2:1"], rrf=0.01),
+    ]
+    ex = explode(rows)
+    q = np.asarray(emb.encode(["Where does the dog swim?"])[0], dtype=np.float32)
+    ranked = rank_sentences(rows, ex, q, {"dog": 1.0, "swim": 2.0}, UnitVectors(emb))  # type: ignore[arg-type]
+    listed = list(ranked)
+    assert len(ranked) == len(listed) == len(ex.sentences) > 3
+    assert sorted((s.row, s.line, s.unit.text) for s in listed) == sorted(
+        (s.row, s.line, s.unit.text) for s in ex.sentences
+    )
+    keys = [(-s.score, s.row, s.line) for s in listed]
+    assert keys == sorted(keys)
+    assert listed[0].unit.text == "Caroline: It swims far."
+    assert ranked[0] == listed[0] and ranked[-1] == listed[-1] and ranked[1:3] == listed[1:3]
+    with pytest.raises(IndexError):
+        ranked[len(listed)]
+
+
 def test_unit_vectors_are_cached_and_whole_chunks_reuse_their_embedding() -> None:
     emb = BagEmbedder()
     vectors = UnitVectors(emb)

@@ -18,10 +18,10 @@ LRU cache.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any, cast, overload
 
 import numpy as np
 
@@ -49,35 +49,80 @@ class Sentence:
 
 @dataclass(slots=True)
 class Exploded:
-    sentences: list[Sentence]
+    """The lines and sentences of the candidate chunks, column by column: per line its unit,
+    stemmed words, counts and chunk (`line_row`); per sentence the same and its line (global
+    index) and whether it is that whole line (`same`)."""
+
     lines: list[Unit]
     line_tokens: list[list[str]]
     line_row: list[int]
-    line_counts: list[Mapping[str, int]] = field(default_factory=list)
+    line_counts: list[Mapping[str, int]]
+    units: list[Unit] = field(default_factory=list)
+    tokens: list[list[str]] = field(default_factory=list)
+    counts: list[Mapping[str, int]] = field(default_factory=list)
+    row: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    line: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    same: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+    def sentence(self, i: int, score: float = 0.0, similarity: float = 0.0) -> Sentence:
+        return Sentence(
+            int(self.row[i]),
+            int(self.line[i]),
+            self.units[i],
+            self.tokens[i],
+            self.counts[i],
+            score,
+            similarity,
+        )
+
+    @property
+    def sentences(self) -> list[Sentence]:
+        return [self.sentence(i) for i in range(len(self.units))]
+
+
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    """A chunk's lines and their sentences with their stemmed words and counts; a sentence's
+    `sent_line` is its line's index in the chunk, `sent_same` whether it is the whole line."""
+
+    lines: tuple[Unit, ...]
+    line_tokens: tuple[list[str], ...]
+    line_counts: tuple[Mapping[str, int], ...]
+    sents: tuple[Unit, ...]
+    sent_tokens: tuple[list[str], ...]
+    sent_counts: tuple[Mapping[str, int], ...]
+    sent_line: np.ndarray
+    sent_same: np.ndarray
 
 
 def explode(rows: Sequence[CandidateRow]) -> Exploded:
-    """Lines and sentences of the candidate chunks (`chunk_lines`)."""
-    sentences: list[Sentence] = []
-    lines: list[Unit] = []
-    line_tokens: list[list[str]] = []
-    line_row: list[int] = []
-    line_counts: list[Mapping[str, int]] = []
+    """Lines and sentences of the candidate chunks (`chunk_lines`), joined from each chunk's
+    cached split: no object is made per sentence (`Exploded.sentence` makes one)."""
+    ex = Exploded([], [], [], [])
+    rows_of: list[np.ndarray] = []
+    lines_of: list[np.ndarray] = []
+    same_of: list[np.ndarray] = []
     for r, row in enumerate(rows):
         refs = tuple(str(x) for x in row.source_refs)
-        parsed = _chunk_units(row.text_content, refs, row.context_type)
-        for line, (tokens, counts), sents in parsed:
-            li = len(lines)
-            lines.append(line)
-            line_tokens.append(tokens)
-            line_counts.append(counts)
-            line_row.append(r)
-            sentences.extend(Sentence(r, li, s, toks, cnt) for s, (toks, cnt) in sents)
-    return Exploded(sentences, lines, line_tokens, line_row, line_counts)
+        p = _chunk_units(row.text_content, refs, row.context_type)
+        if not p.lines:
+            continue
+        lines_of.append(p.sent_line + len(ex.lines))
+        rows_of.append(np.full(len(p.sents), r, dtype=np.int64))
+        same_of.append(p.sent_same)
+        ex.lines.extend(p.lines)
+        ex.line_tokens.extend(p.line_tokens)
+        ex.line_counts.extend(p.line_counts)
+        ex.line_row.extend([r] * len(p.lines))
+        ex.units.extend(p.sents)
+        ex.tokens.extend(p.sent_tokens)
+        ex.counts.extend(p.sent_counts)
+    if rows_of:
+        ex.row, ex.line, ex.same = map(np.concatenate, (rows_of, lines_of, same_of))
+    return ex
 
 
 _Bag = tuple[list[str], Mapping[str, int]]  # stemmed words and their counts
-_Parsed = tuple[tuple[Unit, _Bag, tuple[tuple[Unit, _Bag], ...]], ...]
 
 
 def _bag(text: str) -> _Bag:
@@ -90,12 +135,31 @@ def _chunk_units(text: str, refs: tuple[str, ...], context_type: str | None) -> 
     """The lines of a chunk with their stemmed words, and each line's sentences with theirs.
     Cached by the chunk's text: the same candidates come back query after query, and
     splitting them is most of the ranking step otherwise. Callers never mutate the units."""
-    out = []
+    lines: list[Unit] = []
+    line_bags: list[_Bag] = []
+    sents: list[Unit] = []
+    sent_bags: list[_Bag] = []
+    sent_line: list[int] = []
+    sent_same: list[bool] = []
     for line in chunk_lines(text, list(refs), context_type):
         bag = _bag(line.text)
-        sents = tuple((s, bag if s is line else _bag(s.text)) for s in line.sentences())
-        out.append((line, bag, sents))
-    return tuple(out)
+        for sent in line.sentences():
+            sents.append(sent)
+            sent_bags.append(bag if sent is line else _bag(sent.text))
+            sent_line.append(len(lines))
+            sent_same.append(sent.text == line.text)
+        lines.append(line)
+        line_bags.append(bag)
+    return _Parsed(
+        tuple(lines),
+        tuple(t for t, _ in line_bags),
+        tuple(c for _, c in line_bags),
+        tuple(sents),
+        tuple(t for t, _ in sent_bags),
+        tuple(c for _, c in sent_bags),
+        np.asarray(sent_line, dtype=np.int64),
+        np.asarray(sent_same, dtype=bool),
+    )
 
 
 def split_ahead(sources: Iterable[tuple[str, tuple[str, ...], str]]) -> None:
@@ -292,75 +356,102 @@ def rank_sentences(
     stored: Stored | None = None,
     row_bonus: np.ndarray | None = None,
     line_bonus: np.ndarray | None = None,
-) -> list[Sentence]:
+) -> Sequence[Sentence]:
     """The sentences, best first, with their fused score and cosine similarity. `stored`:
     the index-time vectors of the dense chunks' units (chunk id -> `unit_key` -> vector: a
     unit has the vector of its chunk's reading); `row_bonus`: a further
     fused term per candidate chunk (the graph signal); `line_bonus`: one per line (the
     lines dated when the query says, `date_match`)."""
-    sents = ex.sentences
-    if not sents:
+    n = len(ex.units)
+    if not n:
         return []
     terms = stemmed_idf(idf)
-    s_lex = bm25([s.tokens for s in sents], terms, [s.counts for s in sents])
+    s_lex = bm25(ex.tokens, terms, ex.counts)
     l_lex = bm25(ex.line_tokens, terms, ex.line_counts or None)
     # dense: lines and sentences of the best chunks
-    dense_line = np.array([ex.line_row[i] < dense_rows for i in range(len(ex.lines))])
+    line_row = np.asarray(ex.line_row, dtype=np.int64)
+    dense_line = line_row < dense_rows
     line_text = [u.text for u in ex.lines]
-    for i, u in enumerate(ex.lines):  # a line that is the whole chunk: its stored vector
-        row = rows[ex.line_row[i]]
-        if dense_line[i] and u.text == row.text_content:
+    idx = np.flatnonzero(dense_line)
+    for i in idx:  # a line that is the whole chunk: its stored vector
+        row = rows[line_row[i]]
+        if line_text[i] == row.text_content:
             emb = as_vector(row.embedding)
             if emb is not None and emb.shape == query_vec.shape:
-                vectors.put(row.chunk_id, u.text, emb)
-    idx = np.flatnonzero(dense_line)
+                vectors.put(row.chunk_id, line_text[i], emb)
     by_row: dict[int, list[str]] = {}
     for li in idx:
-        by_row.setdefault(int(ex.line_row[li]), []).append(line_text[li])
-    for sent in sents:
-        if dense_line[sent.line] and sent.unit.text != line_text[sent.line]:
-            by_row.setdefault(sent.row, []).append(sent.unit.text)
+        by_row.setdefault(int(line_row[li]), []).append(line_text[li])
+    s_dense = dense_line[ex.line]
+    own = np.flatnonzero(s_dense & ~ex.same)  # dense sentences that are not their whole line
+    for si in own:
+        by_row.setdefault(int(ex.row[si]), []).append(ex.units[si].text)
     vectors.complete(rows, by_row, stored)
     l_sim = np.zeros(len(ex.lines), dtype=np.float32)
     if idx.size:
-        items = [(rows[ex.line_row[i]].chunk_id, line_text[i]) for i in idx]
+        items = [(rows[line_row[i]].chunk_id, line_text[i]) for i in idx]
         l_sim[idx] = vectors.get_many(items, stored) @ query_vec
-    s_dense = np.array([dense_line[s.line] for s in sents])
-    s_sim = np.zeros(len(sents), dtype=np.float32)
-    sidx = np.flatnonzero(s_dense)
-    if sidx.size:
-        texts = [(rows[sents[i].row].chunk_id, sents[i].unit.text) for i in sidx]
-        same = [sents[i].unit.text == line_text[sents[i].line] for i in sidx]
-        need = [t for t, s in zip(texts, same, strict=True) if not s]
-        vecs = vectors.get_many(need, stored) if need else None
-        j = 0
-        for n, si in enumerate(sidx):
-            if same[n]:
-                s_sim[si] = l_sim[sents[si].line]
-            else:
-                assert vecs is not None
-                s_sim[si] = float(vecs[j] @ query_vec)
-                j += 1
-    line_of = np.array([s.line for s in sents])
+    s_sim = np.where(s_dense & ex.same, l_sim[ex.line], np.float32(0.0)).astype(np.float32)
+    if own.size:
+        need = [(rows[ex.row[i]].chunk_id, ex.units[i].text) for i in own]
+        vecs = vectors.get_many(need, stored)  # one dot each: a sentence scores as its line
+        s_sim[own] = np.fromiter((v @ query_vec for v in vecs), np.float32, count=len(own))
+    row_rrf = np.fromiter((r.rrf for r in rows), dtype=np.float32, count=len(rows))
     score = (
         rrf_ranks(s_lex, s_lex > 0, rrf_k)
         + rrf_ranks(s_sim, s_dense, rrf_k)
-        + rrf_ranks(l_lex, l_lex > 0, rrf_k)[line_of]
-        + rrf_ranks(l_sim, dense_line, rrf_k)[line_of]
-        + np.array([rows[s.row].rrf for s in sents], dtype=np.float32)
+        + rrf_ranks(l_lex, l_lex > 0, rrf_k)[ex.line]
+        + rrf_ranks(l_sim, dense_line, rrf_k)[ex.line]
+        + row_rrf[ex.row]
     )
     if row_bonus is not None:
-        score = score + row_bonus[np.array([s.row for s in sents])]
+        score = score + row_bonus[ex.row]
     if line_bonus is not None:
-        score = score + line_bonus[line_of]
-    for i, s in enumerate(sents):
-        s.score = float(score[i])
-        s.similarity = float(s_sim[i]) if s_dense[i] else (rows[s.row].sim or 0.0)
-    return sorted(sents, key=lambda s: (-s.score, s.row, s.line))
+        score = score + line_bonus[ex.line]
+    row_sim = np.fromiter((r.sim or 0.0 for r in rows), dtype=np.float64, count=len(rows))
+    similarity = np.where(s_dense, s_sim.astype(np.float64), row_sim[ex.row])
+    # best first; ties by chunk, then line, then the order of the sentences
+    order = np.lexsort((np.arange(n), ex.line, ex.row, -score))
+    return RankedSentences(ex, order, score, similarity)
+
+
+class RankedSentences(Sequence[Sentence]):
+    """The ranked sentences, best first; each `Sentence` is made when it is read (a find
+    reads the first few dozen of hundreds)."""
+
+    def __init__(
+        self, ex: Exploded, order: np.ndarray, score: np.ndarray, similarity: np.ndarray
+    ) -> None:
+        self._ex = ex
+        self._order = order
+        self._score = score
+        self._similarity = similarity
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def _at(self, i: int) -> Sentence:
+        k = int(self._order[i])
+        return self._ex.sentence(k, float(self._score[k]), float(self._similarity[k]))
+
+    @overload
+    def __getitem__(self, i: int) -> Sentence: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Sentence]: ...
+    def __getitem__(self, i: int | slice) -> Sentence | list[Sentence]:
+        if isinstance(i, slice):
+            return [self._at(j) for j in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        return self._at(i % len(self))
+
+    def __iter__(self) -> Iterator[Sentence]:
+        return (self._at(i) for i in range(len(self)))
 
 
 __all__ = [
     "Exploded",
+    "RankedSentences",
     "Sentence",
     "StoredUnitCache",
     "UnitVectors",

@@ -282,11 +282,13 @@ def test_find_embeds_only_the_question(rt: Runtime) -> None:
     # with no stored units (the archive's summary) keeps its own
     arm = f.store.text_arm(QUESTIONS[0], FILTERS, 20)
     qvec = f.embed(QUESTIONS[0])
-    rows = f.store.fuse(qvec, FILTERS, arm, 20, chunk_vectors=False).rows
+    rows = f.store.send_fuse(qvec, FILTERS, arm, 20, chunk_vectors=False).result().rows
     with_units = chunks_with_units(rt)
     assert {r.chunk_id for r in rows} & with_units and {r.chunk_id for r in rows} - with_units
     assert all((r.embedding is None) == (r.chunk_id in with_units) for r in rows)
-    assert all(r.embedding is not None for r in f.store.fuse(qvec, FILTERS, arm, 20).rows)
+    assert all(
+        r.embedding is not None for r in f.store.send_fuse(qvec, FILTERS, arm, 20).result().rows
+    )
 
     # the query-time path (the fallback of a replica without unit vectors) encodes units
     fly = CountingEmbedder(rt.embedder)

@@ -134,16 +134,22 @@ def test_bm25_is_the_formula(docs: list[list[str]], idf: dict[str, float]) -> No
         assert score == pytest.approx(want, rel=1e-5, abs=1e-6)
 
 
-def test_sentences_are_ranked_by_themselves_their_line_and_their_chunk() -> None:
+def _ranked(second: str, query: str, idf: dict[str, float]) -> tuple[Any, Any]:
+    """The exploded candidates (the archive chunk and a turn of Caroline's, `second`) and
+    their sentences ranked for `query`."""
     emb = BagEmbedder()
-    rows = [
-        row(ARCHIVE, REFS, rrf=0.03),
-        row("[D2:1] user (Caroline): My dog likes the lake.", ["s2:D2:1"], rrf=0.01),
-    ]
+    rows = [row(ARCHIVE, REFS, rrf=0.03), row(second, ["s2:D2:1"], rrf=0.01)]
     ex = explode(rows)
-    q = np.asarray(emb.encode(["When did Melanie paint a sunrise?"])[0], dtype=np.float32)
-    idf = {"melanie": 0.5, "paint": 2.0, "sunrise": 2.5}
-    ranked = rank_sentences(rows, ex, q, idf, UnitVectors(emb))  # type: ignore[arg-type]
+    q = np.asarray(emb.encode([query])[0], dtype=np.float32)
+    return ex, rank_sentences(rows, ex, q, idf, UnitVectors(emb))  # type: ignore[arg-type]
+
+
+def test_sentences_are_ranked_by_themselves_their_line_and_their_chunk() -> None:
+    _, ranked = _ranked(
+        "[D2:1] user (Caroline): My dog likes the lake.",
+        "When did Melanie paint a sunrise?",
+        {"melanie": 0.5, "paint": 2.0, "sunrise": 2.5},
+    )
     best = ranked[0]
     assert best.unit.text == "Melanie: I painted a lake sunrise last year."
     assert best.unit.refs == ["s1:D1:2"] and best.similarity > 0
@@ -158,14 +164,11 @@ def test_every_sentence_is_ranked_once_best_first() -> None:
     """The ranking reads the candidates' sentences as columns and makes a `Sentence` when one
     is read: every sentence once, by score, ties by chunk then line; read by index or slice
     the same as in order."""
-    emb = BagEmbedder()
-    rows = [
-        row(ARCHIVE, REFS, rrf=0.03),
-        row("[D2:1] user (Caroline): My dog likes the lake. It swims far.", ["s2:D2:1"], rrf=0.01),
-    ]
-    ex = explode(rows)
-    q = np.asarray(emb.encode(["Where does the dog swim?"])[0], dtype=np.float32)
-    ranked = rank_sentences(rows, ex, q, {"dog": 1.0, "swim": 2.0}, UnitVectors(emb))  # type: ignore[arg-type]
+    ex, ranked = _ranked(
+        "[D2:1] user (Caroline): My dog likes the lake. It swims far.",
+        "Where does the dog swim?",
+        {"dog": 1.0, "swim": 2.0},
+    )
     listed = list(ranked)
     assert len(ranked) == len(listed) == len(ex.sentences) > 3
     assert sorted((s.row, s.line, s.unit.text) for s in listed) == sorted(

@@ -61,24 +61,6 @@ class CandidateStore(TextArmStore):
         super().__init__(db, schema, config)
         self._tuner = HnswTuner(self.queries)
 
-    def fuse(
-        self,
-        qvec: Sequence[float],
-        filters: FindFilters,
-        arm: TextArm,
-        n_cand: int,
-        *,
-        chunk_vectors: bool = True,
-        timings: dict[str, float] | None = None,
-    ) -> Candidates:
-        """The vector arm fused with the text arm: candidate rows, best first; each with its
-        chunk's vector unless `chunk_vectors` is False (`CandidateRow.embedding` None), and
-        then still a chunk with no stored unit vectors."""
-        with self.send_fuse(
-            qvec, filters, arm, n_cand, chunk_vectors=chunk_vectors, timings=timings
-        ) as pending:
-            return pending.result()
-
     def send_fuse(
         self,
         qvec: Sequence[float],
@@ -89,9 +71,11 @@ class CandidateStore(TextArmStore):
         chunk_vectors: bool = True,
         timings: dict[str, float] | None = None,
     ) -> PendingCandidates:
-        """`fuse` with its statement sent, not yet read: on the exact plan PostgreSQL scans the
-        owner's vectors while the caller goes on (the HNSW plan, whose settings need a
-        transaction, runs at once)."""
+        """The vector arm fused with the text arm — candidate rows, best first; each with its
+        chunk's vector unless `chunk_vectors` is False (`CandidateRow.embedding` None), and
+        then still a chunk with no stored unit vectors — with its statement sent, read by
+        `result()`: on the exact plan PostgreSQL scans the owner's vectors while the caller
+        goes on (the HNSW plan, whose settings need a transaction, runs at once)."""
         t0 = time.perf_counter()
         timings = timings if timings is not None else {}
         query_sql, params = self._fused_statement(qvec, filters, arm, n_cand, chunk_vectors)
@@ -148,7 +132,8 @@ class CandidateStore(TextArmStore):
         """Both arms, one after the other (`HybridFinder.find` overlaps the text arm with the
         query embedding)."""
         arm = self.text_arm(query, filters, n_cand, plan=plan, timings=timings)
-        return self.fuse(qvec, filters, arm, n_cand, timings=timings)
+        with self.send_fuse(qvec, filters, arm, n_cand, timings=timings) as pending:
+            return pending.result()
 
     def _fetch(
         self,

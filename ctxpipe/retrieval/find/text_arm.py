@@ -69,8 +69,8 @@ class TextArm:
     text_terms: list[str] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)  # best first
     scores: list[float] = field(default_factory=list)
-    # what the ranked chunks say, as the candidates' rows will (none from a cold scope's
-    # statement): split into lines and sentences while the fused statement runs
+    # what the ranked chunks say, as the candidates' rows will (from both statements):
+    # split into lines and sentences while the fused statement runs
     sources: list[ChunkSource] = field(default_factory=list)
 
 

@@ -11,7 +11,8 @@ import pytest
 from ctxpipe.core.dates import find_dates
 from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.units.date_match import line_bonus, query_periods
-from ctxpipe.retrieval.units.sentence_ranking import UnitVectors, explode, rank_sentences
+from ctxpipe.retrieval.units.sentence_ranking import explode, rank_sentences
+from ctxpipe.retrieval.units.unit_vectors import UnitVectors
 
 TODAY = date(2024, 3, 6)
 

@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.units.lexical import bm25_tokens, query_terms, split_units, tsquery_or
 from ctxpipe.retrieval.units.sentence_ranking import (
-    UnitVectors,
     bm25,
     explode,
     rank_sentences,
     stemmed_idf,
 )
+from ctxpipe.retrieval.units.unit_vectors import UnitVectors
 
 ARCHIVE = (
     "[D1:1] user (Caroline): Hey Mel! Good to see you.\n"

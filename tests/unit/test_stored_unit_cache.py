@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ctxpipe.retrieval.models import CandidateRow
-from ctxpipe.retrieval.units.sentence_ranking import StoredUnitCache
+from ctxpipe.retrieval.units.unit_vectors import StoredUnitCache
 
 
 class Replica:

@@ -65,14 +65,13 @@ from ctxpipe.retrieval.units.lexical import (
 )
 from ctxpipe.retrieval.units.sentence_ranking import (
     Sentence,
-    StoredUnitCache,
-    UnitVectors,
     explode,
     rank_sentences,
     rrf_ranks,
     split_ahead,
 )
 from ctxpipe.retrieval.units.snippets import grow_snippet, hit_date
+from ctxpipe.retrieval.units.unit_vectors import StoredUnitCache, UnitVectors
 from ctxpipe.storage.db import Database
 
 _T = TypeVar("_T")

@@ -77,7 +77,11 @@ class FindConfig(BaseModel):
         description="token cap of a hit's text: its sentence grown with the turn around it",
     )
     abstract_tokens: int = Field(32, ge=8, description="token cap of the L0 line of a hit")
-    max_hits_per_uri: int = Field(3, ge=1, description="hits of one node at most")
+    max_hits_per_uri: int = Field(
+        8,
+        ge=1,
+        description="hits of one node at most (a session archive is one node: a day's turns)",
+    )
     record_recalls: bool = Field(
         True, description="count each hit as a recall of its node (recall statistics, forgetting)"
     )

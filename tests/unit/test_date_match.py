@@ -77,6 +77,28 @@ def test_lines_said_in_the_named_period_get_the_bonus_and_memories_their_event_d
     assert line_bonus(periods, ex.lines, ex.line_row, rows, 0.0, 60.0) is None
 
 
+def test_a_line_that_speaks_of_the_named_period_gets_the_bonus_too() -> None:
+    """Said in October, about September: "last month" resolved against the day it was said."""
+    rows = [
+        row("[D3:8] user (Mel) on 13 October 2023: Last month I got hurt and stopped pottery.",
+            ["s3:D3:8"]),
+        row("[D3:9] user (Mel) on 13 October 2023: I start again next week.", ["s3:D3:9"]),
+        row("[D3:10] user (Mel) on 13 October 2023: In September I was at the lake.",
+            ["s3:D3:10"]),
+        row("Mel got hurt last month.", ["s3:D3:8"], "memory", event_time="2023-10-13"),
+    ]  # fmt: skip
+    ex = explode(rows)
+    periods = query_periods("What setback did Mel face in September 2023?", TODAY)
+    bonus = line_bonus(periods, ex.lines, ex.line_row, rows, weight=1.0, rrf_k=60.0)
+    assert bonus is not None
+    # a bare month may point either way (not resolved); a memory is dated by its event
+    assert bonus.tolist() == pytest.approx([1.0 / 61, 0.0, 0.0, 0.0])
+    october = query_periods("What did Mel do on 20 October 2023?", TODAY)
+    after = line_bonus(october, ex.lines, ex.line_row, rows, 1.0, 60.0)
+    assert after is not None
+    assert after.tolist() == pytest.approx([0.0, 1.0 / 61, 0.0, 0.0])  # "next week"
+
+
 class _NoEmbedder:
     dimension = 4
 

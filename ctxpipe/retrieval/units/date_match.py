@@ -8,7 +8,10 @@ else today) into periods — a day, a weekend, a month, a season, a year — and
 line dated inside one of them gets one more reciprocal-rank term in the fusion, as if first in
 a ranking of its own (all such lines alike). A line's date is the day its turn was said (an
 archive line's header), for a memory the date of the event it records, else of the session it
-was learned from. A query that names no date changes nothing.
+was learned from. An archive line also speaks of the periods its directed relative dates name,
+resolved against the day it was said: "last month I got hurt", said on 13 October 2023, is
+about September 2023 and gets the term for a query about September. A query that names no
+date changes nothing.
 """
 
 from __future__ import annotations
@@ -16,11 +19,11 @@ from __future__ import annotations
 import calendar
 import re
 from collections.abc import Sequence
-from datetime import date
+from datetime import date, timedelta
 
 import numpy as np
 
-from ctxpipe.core.dates import Period, find_dates
+from ctxpipe.core.dates import DIRECTED, Period, find_dates
 from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.units.lexical import Unit
 from ctxpipe.retrieval.units.snippets import hit_date
@@ -73,9 +76,24 @@ def line_bonus(
     bonus = np.zeros(len(lines), dtype=np.float32)
     for i, line in enumerate(lines):
         day = _day(hit_date(line, rows[line_row[i]]))
-        if day is not None and any(start <= day < end for start, end in periods):
+        if day is None:
+            continue
+        if any(start <= day < end for start, end in periods) or _speaks_of(line, day, periods):
             bonus[i] = weight / (rrf_k + 1.0)
     return bonus if bonus.any() else None
+
+
+def _speaks_of(line: Unit, day: date, periods: Sequence[Period]) -> bool:
+    """An archive line says something happened in one of `periods` ("last month I got hurt",
+    said on 13 October 2023, speaks of September 2023): one of its directed relative dates,
+    resolved against the day it was said, overlaps one of them."""
+    if not line.spoken_on or not DIRECTED.search(line.body):
+        return False
+    for span in find_dates(line.body, day, directed_only=True):
+        first, after = span.period() or (span.day, span.day + timedelta(days=7))
+        if any(first < end and start < after for start, end in periods):
+            return True
+    return False
 
 
 __all__ = ["line_bonus", "query_periods"]

@@ -7,8 +7,8 @@ read exactly the old node or exactly the new one.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -302,40 +302,35 @@ def test_readers_never_see_a_mix(fs: ContextFS, make_node: NodeFactory) -> None:
     assert fs.read_node(URI).version == 60
 
 
-_CAS_WORKER = """
-import os, sys
-os.fsync = os.fstat  # as in this process (tests/unit/conftest.py): no disk flushes
-from ctxpipe.core.errors import VersionConflictError
-from ctxpipe.fs import ContextFS
-fs = ContextFS(sys.argv[1])
-uri, todo, who = sys.argv[2], int(sys.argv[3]), sys.argv[4]
-while todo:
-    cur = fs.read_node(uri)
-    count = cur.metadata["count"] + 1
-    upd = {"metadata": {"count": count}, "content": f"{who} made {count}"}
-    try:
-        fs.write_node(cur.model_copy(update=upd), expected_version=cur.version)
-        todo -= 1
-    except VersionConflictError:
-        pass
-"""
+def _compare_and_set(root: str, uri: str, todo: int, who: str) -> None:
+    """A forked process's loop: read, increment, write if the version is still the one read
+    (its own ContextFS; the parent's imports are shared, not its objects)."""
+    fs = ContextFS(root)
+    while todo:
+        cur = fs.read_node(uri)
+        count = cur.metadata["count"] + 1
+        upd = {"metadata": {"count": count}, "content": f"{who} made {count}"}
+        try:
+            fs.write_node(cur.model_copy(update=upd), expected_version=cur.version)
+            todo -= 1
+        except VersionConflictError:
+            pass
 
 
 def test_processes_compare_and_set_without_losing_updates(
     fs: ContextFS, make_node: NodeFactory
 ) -> None:
     fs.write_node(make_node(URI, "c", metadata={"count": 0}))
+    forked = multiprocessing.get_context("fork")  # no interpreter start and imports again
     procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", _CAS_WORKER, str(fs.fs_root), URI, "25", f"p{i}"],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        forked.Process(target=_compare_and_set, args=(str(fs.fs_root), URI, 25, f"p{i}"))
         for i in range(3)
     ]
     for p in procs:
-        _, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
     final = fs.read_node(URI)
     assert final.metadata == {"count": 75}
     assert final.version == 76

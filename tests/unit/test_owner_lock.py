@@ -3,11 +3,11 @@ other per key; independent keys never block each other; waiting is bounded."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import multiprocessing
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,38 +75,33 @@ def test_owner_lock_timeout_and_independent_keys(fs_root: Path) -> None:
         pass  # released again
 
 
-_HOLDER = """
-import sys
-from ctxpipe.fs import LocalOwnerLock
-with LocalOwnerLock(sys.argv[1]).hold(sys.argv[2], timeout=10):
-    print("held", flush=True)
-    sys.stdin.readline()
-"""
+def _hold(root: str, key: str, held: Any, release: Any) -> None:
+    """A forked process holds `key` until told to let go."""
+    with LocalOwnerLock(root).hold(key, timeout=10):
+        held.set()
+        release.wait(30)
 
 
 def test_owner_lock_excludes_other_processes(fs_root: Path) -> None:
     key = "acme/users/u1"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, str(fs_root), key],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    forked = multiprocessing.get_context("fork")  # no interpreter start and imports again
+    held, release = forked.Event(), forked.Event()
+    holder = forked.Process(target=_hold, args=(str(fs_root), key, held, release))
+    holder.start()
     try:
-        assert holder.stdout is not None and holder.stdin is not None
-        assert holder.stdout.readline().strip() == "held"
+        assert held.wait(30)
         lock = LocalOwnerLock(fs_root)
         start = time.monotonic()
         with pytest.raises(LockTimeoutError):
             with lock.hold(key, timeout=0.3):
                 pass
         assert time.monotonic() - start >= 0.3
-        holder.stdin.write("\n")
-        holder.stdin.flush()
-        assert holder.wait(timeout=30) == 0
+        release.set()
+        holder.join(timeout=30)
+        assert holder.exitcode == 0
         with lock.hold(key, timeout=5):
             pass
     finally:
-        if holder.poll() is None:
+        if holder.is_alive():
             holder.kill()
-            holder.wait()
+            holder.join()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
+from multiprocessing.synchronize import Event
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -75,7 +75,7 @@ def test_owner_lock_timeout_and_independent_keys(fs_root: Path) -> None:
         pass  # released again
 
 
-def _hold(root: str, key: str, held: Any, release: Any) -> None:
+def _hold(root: str, key: str, held: Event, release: Event) -> None:
     """A forked process holds `key` until told to let go."""
     with LocalOwnerLock(root).hold(key, timeout=10):
         held.set()

@@ -167,11 +167,18 @@ def _grain(span: str) -> Grain:
 
 
 def find_dates(
-    text: str, said_on: date | None, past: bool = True, *, directed_only: bool = False
+    text: str,
+    said_on: date | None,
+    past: bool = True,
+    *,
+    directed_only: bool = False,
+    judge_relative: bool = True,
 ) -> list[DateSpan]:
     """The date expressions of `text` that resolve, against the day it was said on (a day
     without a year, a bare weekday: the last one when `past`, else the next one);
-    `directed_only`: only the spans with a direction (`DIRECTED`), relative by construction."""
+    `directed_only`: only the spans with a direction (`DIRECTED`), relative by construction.
+    Telling whether a span is relative takes a second parse of it: a caller that does not
+    read `relative` skips it (`judge_relative=False`: every span then reads as absolute)."""
     base = said_on or date.today()
     out: list[DateSpan] = []
     for m in _DATE_RE.finditer(text):
@@ -185,6 +192,8 @@ def find_dates(
             continue
         if directed_only:
             relative = True
+        elif not judge_relative:
+            relative = False
         else:
             other = _parse(span, base - timedelta(days=400), past)
             relative = other != day and not re.search(r"\d{4}", span)

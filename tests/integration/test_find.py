@@ -9,6 +9,7 @@ import random
 import re
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -326,6 +327,42 @@ def test_the_text_arms_chunks_are_split_while_the_fused_statement_runs(
         sentence_ranking.explode(rows)
         split_now = sentence_ranking._chunk_units.cache_info().misses - before
         assert split_now <= sum(r.tr is None for r in rows) < len(rows), question
+
+
+def test_the_query_dates_are_resolved_while_the_fused_statement_runs(
+    world: ReadPath, ctx: RequestContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resolving the dates a query names (the date parser: milliseconds) is work for the
+    ranking, not for the statement: it runs after the fused statement is sent and before its
+    rows are read."""
+    import ctxpipe.retrieval.find.hybrid_finder as hybrid_finder
+
+    f = world.finder
+    order: list[str] = []
+    periods, send = hybrid_finder.query_periods, f.store.send_fuse
+
+    def traced_periods(*args: Any, **kwargs: Any) -> Any:
+        order.append("dates")
+        return periods(*args, **kwargs)
+
+    @contextmanager
+    def traced_send(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        order.append("sent")
+        with send(*args, **kwargs) as pending:
+            result = pending.result
+
+            def read() -> Any:
+                order.append("rows")
+                return result()
+
+            pending.result = read
+            yield pending
+
+    monkeypatch.setattr(hybrid_finder, "query_periods", traced_periods)
+    monkeypatch.setattr(f.store, "send_fuse", traced_send)
+    found = f.find("What did the user say on 3 March 2024?", world.filters_for(ctx), 8)
+    assert order == ["sent", "dates", "rows"]
+    assert found.hits
 
 
 def test_config_is_a_plain_model() -> None:

@@ -50,6 +50,30 @@ def test_a_month_or_weekday_that_may_be_a_name_is_a_date_only_after_a_prepositio
     ]
 
 
+def test_a_span_not_judged_relative_resolves_the_same_with_one_parse_less(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A caller that does not read `relative` (a query's periods) gets the same spans and
+    dates; each span is parsed once, not twice (against the day said and a day long before)."""
+    import ctxpipe.core.dates as dates
+
+    text = "What did she paint on October 13, 2023, and what did she cook last Friday?"
+    judged = find_dates(text, TODAY)
+    calls: list[tuple[str, date]] = []
+    parse = dates._parse.__wrapped__
+
+    def counted(span: str, base: date, past: bool = True) -> date | None:
+        calls.append((span, base))
+        return parse(span, base, past)
+
+    monkeypatch.setattr(dates, "_parse", counted)
+    plain = find_dates(text, TODAY, judge_relative=False)
+    assert [(s.text, s.day, s.grain) for s in plain] == [(s.text, s.day, s.grain) for s in judged]
+    assert [s.relative for s in judged] == [False, True]
+    assert not any(s.relative for s in plain)
+    assert len(calls) == len(plain) == 2 and {b for _, b in calls} == {TODAY}
+
+
 def test_a_query_without_a_date_names_no_period() -> None:
     assert query_periods("What does Melanie do to destress?", TODAY) == []
     assert query_periods("What did Melanie paint yesterday?", TODAY) == [

@@ -27,8 +27,9 @@ threads hand the interpreter lock back and forth — on LoCoMo on two cores, fin
 17.7–20.5 / 20.4–26.0 ms on two threads, the embedding itself 8 ms against 10–12. The fused
 statement is sent the same way, and while PostgreSQL scans the vectors this thread splits the
 text arm's chunks (its statement returns what they say) into the lines and sentences the
-ranking reads: a candidate not seen before costs the ranking step nothing unless the vector
-arm alone found it.
+ranking reads — a candidate not seen before costs the ranking step nothing unless the vector
+arm alone found it — and resolves the dates the query names (`date_match.query_periods`,
+milliseconds of the date parser for a query that names one).
 """
 
 from __future__ import annotations
@@ -215,15 +216,16 @@ class HybridFinder:
             if embed:
                 qvec = self._timed_embed(dense, timings)
             arm = arm_of(self.store.text_arm)
-        periods = query_periods(query, filters.as_of or date.today()) if cfg.date_weight else []
         # the chunks' own vectors serve the ranking only when it does not read the stored
         # unit vectors (a line that is its whole chunk has one of those too), or for a chunk
         # with none stored (the fused statement returns those)
         chunk_vectors = not (cfg.stored_units and cfg.dense_rows)
         with self.store.send_fuse(
             qvec, filters, arm, n_cand, chunk_vectors=chunk_vectors, timings=timings
-        ) as fused:  # the text arm's chunks split while PostgreSQL scans the vectors
+        ) as fused:  # while PostgreSQL scans the vectors: the text arm's chunks are split and
+            # the query's dates resolved (the ranking needs both; the statement neither)
             split_ahead(arm.sources)
+            periods = query_periods(query, filters.as_of or date.today()) if cfg.date_weight else []
             cand = fused.result()
         t1 = time.perf_counter()
         rows = [r for r in cand.rows if (r.sim or 0.0) >= filters.min_score]

@@ -44,7 +44,7 @@ _DATE_LEAD = re.compile(
 def query_periods(query: str, today: date) -> list[Period]:
     """The periods the dates of `query` name (relative ones resolved against `today`)."""
     out: list[Period] = []
-    for span in find_dates(query, today):
+    for span in find_dates(query, today, judge_relative=False):
         name = span.text.strip().rstrip(".").title() in _NAMES
         if name and not _DATE_LEAD.search(query[: span.start]):
             continue

@@ -123,6 +123,40 @@ def test_a_line_that_speaks_of_the_named_period_gets_the_bonus_too() -> None:
     assert after.tolist() == pytest.approx([0.0, 1.0 / 61, 0.0, 0.0])  # "next week"
 
 
+def test_a_line_pointing_away_from_the_named_period_is_not_parsed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A line pointing back ("last week", "ago") said before the period, or pointing ahead
+    ("next week") said after it, cannot speak of it: the same bonus, without the parser."""
+    import ctxpipe.retrieval.units.date_match as date_match
+
+    date_match._spoken_of.cache_clear()
+    rows = [
+        row("[D1:1] user (Mel) on 2 August 2023: Two weeks ago I sold a bowl.", ["s1:D1:1"]),
+        row("[D1:2] user (Mel) on 2 August 2023: Next month I go to Rome.", ["s1:D1:2"]),
+        row("[D5:1] user (Mel) on 20 November 2023: Next week I start pottery.", ["s5:D5:1"]),
+        row("[D5:2] user (Mel) on 20 November 2023: Last month I got hurt.", ["s5:D5:2"]),
+    ]  # fmt: skip
+    ex = explode(rows)
+    parsed: list[str] = []
+
+    def counted(text: str, said_on: date, *args: Any, **kwargs: Any) -> Any:
+        parsed.append(text)
+        return find_dates(text, said_on, *args, **kwargs)
+
+    periods = query_periods("What did Mel do in October 2023?", TODAY)
+    september = query_periods("What did Mel do in September 2023?", TODAY)
+    monkeypatch.setattr(date_match, "find_dates", counted)
+    bonus = line_bonus(periods, ex.lines, ex.line_row, rows, weight=1.0, rrf_k=60.0)
+    assert bonus is not None
+    assert bonus.tolist() == pytest.approx([0.0, 0.0, 0.0, 1.0 / 61])
+    # said in August, "next month" may still point into October: resolved (September)
+    assert parsed == ["Next month I go to Rome.", "Last month I got hurt."]
+    ahead = line_bonus(september, ex.lines, ex.line_row, rows, weight=1.0, rrf_k=60.0)
+    assert ahead is not None
+    assert ahead.tolist() == pytest.approx([0.0, 1.0 / 61, 0.0, 0.0])  # said in August
+
+
 class _NoEmbedder:
     dimension = 4
 

@@ -20,6 +20,7 @@ import calendar
 import re
 from collections.abc import Sequence
 from datetime import date, timedelta
+from functools import lru_cache
 
 import numpy as np
 
@@ -39,6 +40,10 @@ _DATE_LEAD = re.compile(
     r"\b(?:in|on|since|during|by|until|till|before|after|from|of|early|mid|late)\s+$",
     re.IGNORECASE,
 )
+
+
+_BACK = frozenset({"last", "ago", "yesterday"})  # a span with these words points back
+_AHEAD = frozenset({"next", "tomorrow"})  # and with these ahead ("this", "past": either)
 
 
 def query_periods(query: str, today: date) -> list[Period]:
@@ -87,13 +92,41 @@ def _speaks_of(line: Unit, day: date, periods: Sequence[Period]) -> bool:
     """An archive line says something happened in one of `periods` ("last month I got hurt",
     said on 13 October 2023, speaks of September 2023): one of its directed relative dates,
     resolved against the day it was said, overlaps one of them."""
-    if not line.spoken_on or not DIRECTED.search(line.body):
+    if not line.spoken_on:
         return False
-    for span in find_dates(line.body, day, directed_only=True):
-        first, after = span.period() or (span.day, span.day + timedelta(days=7))
-        if any(first < end and start < after for start, end in periods):
-            return True
-    return False
+    words = _directed_words(line.body)
+    if not words:
+        return False
+    # a span pointing back ends by the day after it was said, one pointing ahead begins on
+    # it: such a line cannot speak of a period that lies wholly on the other side (the date
+    # parser, a fraction of a millisecond a span, is left out for it)
+    nxt = day + timedelta(days=1)
+    if words <= _BACK and all(start >= nxt for start, _ in periods):
+        return False
+    if words <= _AHEAD and all(end <= day for _, end in periods):
+        return False
+    return any(
+        first < end and start < after
+        for first, after in _spoken_of(line.body, day)
+        for start, end in periods
+    )
+
+
+@lru_cache(maxsize=32_768)
+def _directed_words(body: str) -> frozenset[str]:
+    """The direction words of a line ("last", "next", "ago" …), lower-cased. Cached, like
+    `_spoken_of`: the candidates' lines recur query after query."""
+    return frozenset(w.lower() for w in DIRECTED.findall(body))
+
+
+@lru_cache(maxsize=16_384)
+def _spoken_of(body: str, day: date) -> tuple[Period, ...]:
+    """The periods the directed relative dates of a line said on `day` name (a week, named
+    only roughly, as the seven days from its day)."""
+    return tuple(
+        span.period() or (span.day, span.day + timedelta(days=7))
+        for span in find_dates(body, day, directed_only=True)
+    )
 
 
 __all__ = ["line_bonus", "query_periods"]

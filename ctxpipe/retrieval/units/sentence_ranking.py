@@ -96,16 +96,17 @@ def explode(rows: Sequence[CandidateRow]) -> Exploded:
     """Lines and sentences of the candidate chunks (`chunk_lines`), joined from each chunk's
     cached split: no object is made per sentence (`Exploded.sentence` makes one)."""
     ex = Exploded([], [], [], [])
-    rows_of: list[np.ndarray] = []
+    kept: list[int] = []  # the rows with lines, and how many sentences each has
+    sents_of: list[int] = []
     lines_of: list[np.ndarray] = []
     same_of: list[np.ndarray] = []
     for r, row in enumerate(rows):
-        refs = tuple(str(x) for x in row.source_refs)
-        p = _chunk_units(row.text_content, refs, row.context_type)
+        p = _chunk_units(row.text_content, tuple(row.source_refs), row.context_type)
         if not p.lines:
             continue
         lines_of.append(p.sent_line + len(ex.lines))
-        rows_of.append(np.full(len(p.sents), r, dtype=np.int64))
+        kept.append(r)
+        sents_of.append(len(p.sents))
         same_of.append(p.sent_same)
         ex.lines.extend(p.lines)
         ex.line_tokens.extend(p.line_tokens)
@@ -114,8 +115,9 @@ def explode(rows: Sequence[CandidateRow]) -> Exploded:
         ex.units.extend(p.sents)
         ex.tokens.extend(p.sent_tokens)
         ex.counts.extend(p.sent_counts)
-    if rows_of:
-        ex.row, ex.line, ex.same = map(np.concatenate, (rows_of, lines_of, same_of))
+    if kept:
+        ex.row = np.repeat(np.asarray(kept, dtype=np.int64), sents_of)
+        ex.line, ex.same = np.concatenate(lines_of), np.concatenate(same_of)
     return ex
 
 

@@ -52,6 +52,10 @@ Grain = Literal["day", "week", "weekend", "month", "season", "year"]
 Period = tuple[date, date]  # [first day, day after the last)
 # a span with a direction: its date depends on when it was said, whichever day that was
 DIRECTED = re.compile(r"\b(?:last|next|this|past|ago|yesterday|tomorrow)\b", re.IGNORECASE)
+# of those, the words of a span that resolves before the day it was said (ending by the day
+# after it) and of one that resolves on or after it; "this" and "past" may go either way
+BACKWARD = frozenset({"last", "ago", "yesterday"})
+FORWARD = frozenset({"next", "tomorrow"})
 
 
 def _months_later(day: date, months: int) -> date:

@@ -24,7 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ctxpipe.core.dates import DIRECTED, Period, find_dates
+from ctxpipe.core.dates import BACKWARD, DIRECTED, FORWARD, Period, find_dates
 from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.units.lexical import Unit
 from ctxpipe.retrieval.units.snippets import hit_date
@@ -40,10 +40,6 @@ _DATE_LEAD = re.compile(
     r"\b(?:in|on|since|during|by|until|till|before|after|from|of|early|mid|late)\s+$",
     re.IGNORECASE,
 )
-
-
-_BACK = frozenset({"last", "ago", "yesterday"})  # a span with these words points back
-_AHEAD = frozenset({"next", "tomorrow"})  # and with these ahead ("this", "past": either)
 
 
 def query_periods(query: str, today: date) -> list[Period]:
@@ -101,9 +97,9 @@ def _speaks_of(line: Unit, day: date, periods: Sequence[Period]) -> bool:
     # it: such a line cannot speak of a period that lies wholly on the other side (the date
     # parser, a fraction of a millisecond a span, is left out for it)
     nxt = day + timedelta(days=1)
-    if words <= _BACK and all(start >= nxt for start, _ in periods):
+    if words <= BACKWARD and all(start >= nxt for start, _ in periods):
         return False
-    if words <= _AHEAD and all(end <= day for _, end in periods):
+    if words <= FORWARD and all(end <= day for _, end in periods):
         return False
     return any(
         first < end and start < after

@@ -114,11 +114,22 @@ def fetch_with_vectors(
     vector): the values are read in binary form and decoded together (`vectors_of`), not one
     pgvector object each."""
     with conn.cursor(binary=True) as cur:
-        info = conn.adapters.types.get("vector")
-        if info is not None:
-            cur.adapters.register_loader(info.oid, _VectorBytes)
+        raw_vectors(cur)
         cur.execute(query, params)
         rows = cur.fetchall()
+    return split_vectors(rows)
+
+
+def raw_vectors(cur: psycopg.Cursor[Any]) -> None:
+    """Have `cur` leave pgvector values in binary form, for `split_vectors`."""
+    info = cur.connection.adapters.types.get("vector")
+    if info is not None:
+        cur.adapters.register_loader(info.oid, _VectorBytes)
+
+
+def split_vectors(rows: Sequence[Sequence[Any]]) -> list[tuple[tuple[Any, ...], np.ndarray]]:
+    """Rows whose last column is a pgvector value in binary form (`raw_vectors`) as (the
+    other columns, the vector), the vectors decoded together."""
     vectors = vectors_of([r[-1] for r in rows])
     return [(tuple(r[:-1]), v) for r, v in zip(rows, vectors, strict=True)]
 

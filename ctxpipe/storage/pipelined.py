@@ -21,21 +21,24 @@ from ctxpipe.core.errors import StorageError
 from ctxpipe.storage.db import Database
 
 R = TypeVar("R")
-T = TypeVar("T")
+T = TypeVar("T", covariant=True)
+U = TypeVar("U")
 
 
 class SentStatement(Generic[R]):
     """One statement on the wire. `rows()` waits for its rows and gives the connection back;
     `close()` (or leaving the `with` block) gives it back unread. `what` names the statement
-    in a failure's message."""
+    in a failure's message; `setup` prepares the cursor before the statement is sent (a
+    loader of its own for a column type, say)."""
 
     def __init__(
         self,
         db: Database,
-        query: sql.Composed,
+        query: str | sql.Composed,
         params: dict[str, Any],
         rows: RowFactory[R],
         what: str,
+        setup: Callable[[psycopg.Cursor[R]], None] | None = None,
     ) -> None:
         self._what = what
         self._read = False
@@ -44,6 +47,8 @@ class SentStatement(Generic[R]):
             conn = self._stack.enter_context(db.autocommit())
             self._stack.enter_context(conn.pipeline())
             self._cur = self._stack.enter_context(conn.cursor(row_factory=rows, binary=True))
+            if setup is not None:
+                setup(self._cur)
             self._cur.execute(query, params)
         except psycopg.Error as exc:
             self.close()
@@ -90,6 +95,10 @@ class Pending(Generic[T]):
 
     def result(self) -> T:
         return self._finish()
+
+    def then(self, after: Callable[[T], U]) -> Pending[U]:
+        """What `after` makes of this result, on the same statement (read when it is)."""
+        return Pending(lambda: after(self._finish()), self._sent)
 
     def close(self) -> None:
         if self._sent is not None:

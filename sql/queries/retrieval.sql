@@ -26,8 +26,9 @@ HAVING count(*) > %(common_ratio)s * (SELECT n FROM n)
 -- caller), binary term frequency, length normalisation. It reads only chunks matching the
 -- selective terms, at most text_rows of them. {tsv} is the bare column (GIN index, large
 -- scopes) or an expression the index cannot serve (a scan of a small owner's rows). The
--- ranked chunks come with their text, refs and type (read for those n_txt rows only): find
--- splits them into lines and sentences while the fused statement runs.
+-- ranked chunks come with their text, refs, type and node version (read for those n_txt rows
+-- only): find splits them into lines and sentences, and fetches the stored vectors of their
+-- units, while the fused statement runs.
 WITH qterms AS MATERIALIZED (
     SELECT array_agg(to_tsquery('english', t.term)) AS tqs, array_agg(t.idf) AS idfs
     FROM unnest(%(terms)s::text[], %(idfs)s::float8[]) AS t(term, idf)
@@ -51,7 +52,7 @@ ranked AS (
 )
 SELECT r.chunk_id, r.bm25, coalesce(c.text_content, '') AS text_content,
        ARRAY(SELECT jsonb_array_elements_text(c.source_refs)) AS source_refs,
-       coalesce(c.context_type, '') AS context_type
+       coalesce(c.context_type, '') AS context_type, coalesce(c.node_version, 0) AS node_version
 FROM ranked AS r
 JOIN {{schema}}.context_chunks AS c ON c.chunk_id = r.chunk_id
 ORDER BY r.bm25 DESC, r.chunk_id
@@ -62,7 +63,8 @@ ORDER BY r.bm25 DESC, r.chunk_id
 -- caller takes the large-scope path), its mean lexemes per chunk (on its first 2000 rows, as
 -- retrieval_scope_stats), the document frequency of each query term (as
 -- retrieval_term_df_scan), and the ranking of retrieval_text_arm with those IDFs (with the
--- ranked chunks' text, refs and type as [text, refs, type] arrays, in order). {scope} is
+-- ranked chunks' text, refs, type and node version as [text, refs, type, version] arrays, in
+-- order). {scope} is
 -- the account/owner filter, {where} the request's whole filter, both over ``c``.
 WITH cnt AS MATERIALIZED (
     SELECT count(*) AS n FROM {{schema}}.context_chunks AS c WHERE {scope}
@@ -122,7 +124,8 @@ SELECT stats.n, stats.avgdl,
        (SELECT array_agg(r.chunk_id ORDER BY r.bm25 DESC, r.chunk_id) FROM ranked AS r) AS ids,
        (SELECT array_agg(r.bm25 ORDER BY r.bm25 DESC, r.chunk_id) FROM ranked AS r) AS scores,
        (SELECT jsonb_agg(jsonb_build_array(coalesce(c.text_content, ''), c.source_refs,
-                                           coalesce(c.context_type, ''))
+                                           coalesce(c.context_type, ''),
+                                           coalesce(c.node_version, 0))
                          ORDER BY r.bm25 DESC, r.chunk_id)
         FROM ranked AS r JOIN {{schema}}.context_chunks AS c ON c.chunk_id = r.chunk_id)
        AS sources
@@ -131,7 +134,8 @@ FROM stats
 -- name: retrieval_fused
 -- The vector arm (cosine; exact scan or HNSW by the ORDER BY expression) fused with the
 -- full-text arm's ranking (given as arrays, best first) by reciprocal rank fusion, with the
--- candidates' rows (the refs as a text array: no JSON to parse per row); their vectors only
+-- candidates' rows (the refs as a text array: no JSON to parse per row; a chunk of the text
+-- arm, which returned them, comes without its text, refs and type); their vectors only
 -- when asked (chunk_vectors), or for a chunk with no
 -- stored unit vectors (a replica indexed before them, an archive's summary): the ranking
 -- reads the stored unit vectors instead, and some 50 vectors are most of the rows' bytes,
@@ -159,10 +163,13 @@ fused AS (
 )
 SELECT f.chunk_id, f.rrf, f.vr, f.tr, f.bm25,
        1 - (c.embedding <=> %(q)s::vector) AS sim,
-       c.uri, c.level, c.chunk_index, coalesce(c.text_content, '') AS text_content,
-       coalesce(c.context_type, '') AS context_type, coalesce(c.category, '') AS category,
+       c.uri, c.level, c.chunk_index,
+       CASE WHEN f.tr IS NULL THEN coalesce(c.text_content, '') END AS text_content,
+       CASE WHEN f.tr IS NULL THEN coalesce(c.context_type, '') END AS context_type,
+       coalesce(c.category, '') AS category,
        coalesce(c.owner_space, '') AS owner_space, coalesce(c.parent_uri, '') AS parent_uri,
-       ARRAY(SELECT jsonb_array_elements_text(c.source_refs)) AS source_refs,
+       CASE WHEN f.tr IS NULL THEN ARRAY(SELECT jsonb_array_elements_text(c.source_refs))
+       END AS source_refs,
        coalesce(c.node_version, 0) AS node_version,
        coalesce(n.abstract_text, '') AS abstract_text,
        n.metadata ->> 'event_time' AS event_time, n.metadata ->> 'observed_at' AS observed_at,

@@ -26,6 +26,7 @@ from ctxpipe.index.reindex import reindex
 from ctxpipe.index.wiring import make_indexer
 from ctxpipe.retrieval.config import FindConfig, RetrievalConfig
 from ctxpipe.retrieval.find.hybrid_finder import HybridFinder
+from ctxpipe.retrieval.find.text_arm import TextArm
 from ctxpipe.retrieval.read_path import ReadPath
 from ctxpipe.retrieval.units import sentence_ranking
 from ctxpipe.runtime import Runtime
@@ -327,6 +328,67 @@ def test_the_text_arms_chunks_are_split_while_the_fused_statement_runs(
         sentence_ranking.explode(rows)
         split_now = sentence_ranking._chunk_units.cache_info().misses - before
         assert split_now <= sum(r.tr is None for r in rows) < len(rows), question
+
+
+def test_the_text_arms_unit_vectors_are_fetched_beside_the_fused_statement(
+    world: ReadPath, ctx: RequestContext
+) -> None:
+    """The stored unit vectors of the text arm's best chunks, most of the candidates the
+    ranking reads them for, are fetched while PostgreSQL runs the fused statement (a second
+    statement on the wire): the ranking then fetches only what the vector arm alone found,
+    and a chunk of the text arm comes back from the fused statement without what it says,
+    which the arm brought — the same rows, the same hits as fetching everything after."""
+    filters = world.filters_for(ctx)
+    f = world.finder
+    arms: list[TextArm] = []
+    sent: list[list[str]] = []
+    fetched: list[list[str]] = []
+
+    def finder(ahead: bool) -> HybridFinder:
+        out = HybridFinder(f.db, f.embedder, f.counter, schema=SCHEMA,
+                           config=FindConfig(record_recalls=False))  # fmt: skip
+        send_arm, send = out.store.send_text_arm, out.store.send_unit_vectors
+        fetch = out.store.unit_vectors
+
+        def arm(*args: Any, **kwargs: Any) -> Any:
+            return send_arm(*args, **kwargs).then(lambda a: arms.append(a) or a)
+
+        out.store.send_text_arm = arm  # type: ignore[method-assign]
+        out.stored_units.send = (lambda ids: sent.append(list(ids)) or send(ids)) if ahead else None
+        out.stored_units.fetch = lambda ids: fetched.append(list(ids)) or fetch(ids)
+        return out
+
+    ahead, after = finder(True), finder(False)
+    dense = FindConfig().dense_rows
+    for question, _ in LABELLED:
+        arms.clear(), sent.clear(), fetched.clear()
+        ahead.stored_units.clear()  # a small world: every chunk would be held after a while
+        hits = ahead.find(question, filters, 8).hits
+        arm = arms[0]
+        assert sent and set(sent[0]) <= set(arm.ids[:dense]), question
+        assert not {c for ids in fetched for c in ids} & set(sent[0]), question
+        sent.clear()
+        ahead.find(question, filters, 8)
+        assert sent == [], question  # held now: nothing sent again
+        assert [(h.uri, h.text, h.score) for h in hits] == [
+            (h.uri, h.text, h.score) for h in after.find(question, filters, 8).hits
+        ], question
+        qvec = f.embed(question)
+        with f.store.send_fuse(qvec, filters, arm, 40) as pending:
+            rows = pending.result().rows
+        with f.db.autocommit() as conn:
+            said = {
+                cid: (text, refs, ctype)
+                for cid, text, refs, ctype in conn.execute(
+                    f"SELECT chunk_id, text_content, ARRAY(SELECT jsonb_array_elements_text("
+                    f"source_refs)), context_type FROM {SCHEMA}.context_chunks "
+                    "WHERE chunk_id = ANY(%s)",
+                    ([r.chunk_id for r in rows],),
+                )
+            }
+        assert any(r.tr is not None for r in rows) and any(r.tr is None for r in rows)
+        for r in rows:
+            assert (r.text_content, r.source_refs, r.context_type) == said[r.chunk_id], question
 
 
 def test_the_query_dates_are_resolved_while_the_fused_statement_runs(

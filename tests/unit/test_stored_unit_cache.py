@@ -10,6 +10,7 @@ import numpy as np
 
 from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.units.unit_vectors import StoredUnitCache
+from ctxpipe.storage.pipelined import Pending
 
 
 class Replica:
@@ -18,10 +19,15 @@ class Replica:
     def __init__(self) -> None:
         self.units: dict[str, dict[str, list[float]]] = {}
         self.asked: list[list[str]] = []
+        self.sent: list[list[str]] = []
 
     def fetch(self, ids: Sequence[str]) -> Mapping[str, Mapping[str, Any]]:
         self.asked.append(sorted(ids))
         return {c: dict(self.units.get(c, {})) for c in ids}
+
+    def send(self, ids: Sequence[str]) -> Pending[Mapping[str, Mapping[str, Any]]]:
+        self.sent.append(sorted(ids))
+        return Pending(lambda: self.fetch(ids))
 
 
 def _row(cid: str, version: int) -> CandidateRow:
@@ -63,3 +69,25 @@ def test_stays_within_its_bound_dropping_the_least_recently_used() -> None:
     assert db.asked == []
     cache.get([_row("c0", 1)], (2,))  # the oldest went first
     assert db.asked == [["c0"]]
+
+
+def test_chunks_sent_for_ahead_are_held_once_read_and_not_fetched_again() -> None:
+    """find sends for the text arm's chunks beside its fused statement: only those not held
+    at their version go out, they are held once the statement is read, and the ranking's
+    fetch after it asks only for the others."""
+    db = Replica()
+    db.units = {f"c{i}": {f"k{i}": [float(i), 1.0]} for i in range(4)}
+    cache = StoredUnitCache(db.fetch, send=db.send)
+    cache.get([_row("c0", 1)], (2,))
+    pending = cache.send_missing({"c0": 1, "c1": 1, "c2": 1}, (2,))
+    assert pending is not None and db.sent == [["c1", "c2"]]
+    assert db.asked == [["c0"]]  # sent, not read yet
+    pending.result()
+    db.asked.clear()
+    got = cache.get([_row(f"c{i}", 1) for i in range(4)], (2,))
+    assert db.asked == [["c3"]]  # only the chunk nobody sent for
+    assert {c: set(v) for c, v in got.items()} == {f"c{i}": {f"k{i}"} for i in range(4)}
+    assert np.allclose(got["c2"]["k2"], [2.0, 1.0])
+    assert cache.send_missing({"c1": 1, "c3": 1}, (2,)) is None  # all held: nothing sent
+    assert cache.send_missing({"c1": 2}, (2,)) is not None  # a newer version is sent for
+    assert StoredUnitCache(db.fetch).send_missing({"c9": 1}, (2,)) is None  # cannot send

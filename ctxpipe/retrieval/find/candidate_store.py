@@ -27,13 +27,19 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import RowFactory, class_row
+from psycopg.rows import RowFactory, class_row, tuple_row
 
 from ctxpipe.core.errors import StorageError
 from ctxpipe.retrieval.config import FindConfig
 from ctxpipe.retrieval.find.text_arm import TextArm, TextArmStore, build_where
 from ctxpipe.retrieval.models import CandidateRow, FindFilters
-from ctxpipe.storage.chunk_sql import HnswTuner, fetch_with_vectors, vector_param
+from ctxpipe.storage.chunk_sql import (
+    HnswTuner,
+    fetch_with_vectors,
+    raw_vectors,
+    split_vectors,
+    vector_param,
+)
 from ctxpipe.storage.db import Database
 from ctxpipe.storage.pipelined import Pending, SentStatement
 
@@ -51,6 +57,7 @@ class Candidates:
 
 # the fused statement on the wire (`CandidateStore.send_fuse`): `result()` reads it
 PendingCandidates = Pending[Candidates]
+UnitRows = dict[str, dict[str, Any]]  # chunk id -> unit key -> vector
 
 
 class CandidateStore(TextArmStore):
@@ -81,6 +88,10 @@ class CandidateStore(TextArmStore):
         query_sql, params = self._fused_statement(qvec, filters, arm, n_cand, chunk_vectors)
 
         def done(rows: list[CandidateRow]) -> Candidates:
+            for row in rows:  # what a chunk of the text arm says came with the arm
+                if row.tr is not None:
+                    row.text_content, refs, row.context_type = arm.sources[row.tr - 1]
+                    row.source_refs = list(refs)
             timings["sql_vector"] = (time.perf_counter() - t0) * 1000
             return Candidates(rows, arm.plan, arm.scope_rows, arm.idf, arm.text_terms)
 
@@ -157,19 +168,30 @@ class CandidateStore(TextArmStore):
             detail = " ".join(str(exc).split())
             raise StorageError(f"find on {self.schema}.context_chunks failed: {detail}") from exc
 
-    def unit_vectors(self, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    def unit_vectors(self, chunk_ids: Sequence[str]) -> UnitRows:
         """The stored vectors of the units of these chunks: chunk id -> unit key -> vector
         (one query; a chunk without units maps to an empty dict)."""
         if not chunk_ids:
             return {}
-        out: dict[str, dict[str, Any]] = {str(c): {} for c in chunk_ids}
         with self.db.autocommit() as conn:  # hundreds of vectors, decoded together
             rows = fetch_with_vectors(
                 conn, self.queries["retrieval_unit_vectors"], {"ids": list(chunk_ids)}
             )
-        for (chunk_id, key), vec in rows:
-            out.setdefault(str(chunk_id), {})[str(key)] = vec
-        return out
+        return _by_chunk(chunk_ids, rows)
+
+    def send_unit_vectors(self, chunk_ids: Sequence[str]) -> Pending[UnitRows]:
+        """`unit_vectors` with its statement sent, read by `result()`: find fetches the
+        text arm's chunks' while PostgreSQL runs the fused statement."""
+        what = f"find's unit vectors on {self.schema}.chunk_units"
+        sent = SentStatement(
+            self.db,
+            self.queries["retrieval_unit_vectors"],
+            {"ids": list(chunk_ids)},
+            tuple_row,
+            what,
+            setup=raw_vectors,
+        )
+        return Pending(lambda: _by_chunk(chunk_ids, split_vectors(sent.rows())), sent)
 
     def edges_among(
         self, account_id: str, seeds: Sequence[str], uris: Sequence[str]
@@ -201,10 +223,18 @@ class CandidateStore(TextArmStore):
         self._tuner.tune(conn, ef, order="relaxed_order", max_scan_tuples=cfg.max_scan_tuples)
 
 
+def _by_chunk(chunk_ids: Sequence[str], rows: Sequence[tuple[tuple[Any, ...], Any]]) -> UnitRows:
+    out: UnitRows = {str(c): {} for c in chunk_ids}
+    for (chunk_id, key), vec in rows:
+        out.setdefault(str(chunk_id), {})[str(key)] = vec
+    return out
+
+
 __all__ = [
     "CandidateStore",
     "Candidates",
     "PendingCandidates",
+    "UnitRows",
     "TextArm",
     "build_where",
 ]

@@ -38,6 +38,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from datetime import date
 from typing import TypeVar
 
@@ -54,6 +55,7 @@ from ctxpipe.providers.base import Embedder
 from ctxpipe.retrieval.config import FindConfig
 from ctxpipe.retrieval.find.candidate_store import CandidateStore
 from ctxpipe.retrieval.find.recall_stats import RecallStatsStore
+from ctxpipe.retrieval.find.text_arm import TextArm
 from ctxpipe.retrieval.models import CandidateRow, FindFilters, FindHit, FindResult
 from ctxpipe.retrieval.tokens import TokenCounter
 from ctxpipe.retrieval.units.date_match import Period, line_bonus, query_periods
@@ -74,6 +76,7 @@ from ctxpipe.retrieval.units.sentence_ranking import (
 from ctxpipe.retrieval.units.snippets import grow_snippet, hit_date
 from ctxpipe.retrieval.units.unit_vectors import StoredUnitCache, UnitVectors
 from ctxpipe.storage.db import Database
+from ctxpipe.storage.pipelined import Pending
 
 _T = TypeVar("_T")
 _MIN_CUT_TOKENS = 8  # a budget's last hit is cut to what is left, unless that is less
@@ -131,7 +134,9 @@ class HybridFinder:
         self.store = CandidateStore(db, schema, self.config)
         self.recall_stats = recall_stats
         self.vectors = UnitVectors(embedder, context=unit_context)
-        self.stored_units = StoredUnitCache(self.store.unit_vectors)
+        self.stored_units = StoredUnitCache(
+            self.store.unit_vectors, send=self.store.send_unit_vectors
+        )
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="find-embed")
         # the stored unit vectors' fetches (waits on PostgreSQL): their own threads, so that
         # concurrent finds' fetches never queue behind their question embeddings
@@ -220,12 +225,21 @@ class HybridFinder:
         # unit vectors (a line that is its whole chunk has one of those too), or for a chunk
         # with none stored (the fused statement returns those)
         chunk_vectors = not (cfg.stored_units and cfg.dense_rows)
-        with self.store.send_fuse(
-            qvec, filters, arm, n_cand, chunk_vectors=chunk_vectors, timings=timings
-        ) as fused:  # while PostgreSQL scans the vectors: the text arm's chunks are split and
-            # the query's dates resolved (the ranking needs both; the statement neither)
+        # the best of the text arm's chunks are mostly among the candidates the ranking reads
+        # the stored unit vectors of: those not held yet are fetched beside the fused statement
+        units = None if chunk_vectors else self._send_units(arm, len(qvec))
+        with (
+            self.store.send_fuse(
+                qvec, filters, arm, n_cand, chunk_vectors=chunk_vectors, timings=timings
+            ) as fused,
+            units or nullcontext(),
+        ):
+            # while PostgreSQL scans the vectors: the text arm's chunks are split and the
+            # query's dates resolved (the ranking needs both; the statement neither)
             split_ahead(arm.sources)
             periods = query_periods(query, filters.as_of or date.today()) if cfg.date_weight else []
+            if units is not None:
+                units.result()
             cand = fused.result()
         t1 = time.perf_counter()
         rows = [r for r in cand.rows if (r.sim or 0.0) >= filters.min_score]
@@ -239,6 +253,13 @@ class HybridFinder:
         return FindResult.from_hits(
             query, hits, plan=cand.plan, owner_rows=cand.scope_rows, timings_ms=timings
         )
+
+    def _send_units(self, arm: TextArm, dim: int) -> Pending[None] | None:
+        """The stored unit vectors of the text arm's best `dense_rows` chunks not held yet,
+        their statement sent (None when all are held)."""
+        n = self.config.dense_rows
+        chunks = dict(zip(arm.ids[:n], arm.versions[:n], strict=True))
+        return self.stored_units.send_missing(chunks, (dim,)) if chunks else None
 
     async def afind(self, query: str, filters: FindFilters, top_k: int | None = None) -> FindResult:
         return await asyncio.to_thread(self.find, query, filters, top_k)

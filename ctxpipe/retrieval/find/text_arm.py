@@ -72,13 +72,14 @@ class TextArm:
     # what the ranked chunks say, as the candidates' rows will (from both statements):
     # split into lines and sentences while the fused statement runs
     sources: list[ChunkSource] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)  # each ranked chunk's node version
 
-
-def _sources(rows: Iterable[Sequence[Any]]) -> list[ChunkSource]:
-    """(text, refs, context type) of each ranked chunk, as `explode` reads a candidate row."""
-    return [
-        (str(text), tuple(str(r) for r in refs or ()), str(ctype)) for text, refs, ctype in rows
-    ]
+    def read(self, rows: Iterable[Sequence[Any]]) -> None:
+        """Take the ranked chunks' (text, refs, context type, node version) rows, best first:
+        `sources` as `explode` reads a candidate row."""
+        for text, refs, ctype, version in rows:
+            self.sources.append((str(text), tuple(str(r) for r in refs or ()), str(ctype)))
+            self.versions.append(int(version or 0))
 
 
 # the text arm with its ranking statement on the wire: `result()` reads it
@@ -266,7 +267,7 @@ class TextArmStore:
             ranked = sent.rows()
             arm.ids = [str(row[0]) for row in ranked]
             arm.scores = [float(row[1]) for row in ranked]
-            arm.sources = _sources(row[2:] for row in ranked)
+            arm.read(row[2:] for row in ranked)
             timings["sql_text"] = (time.perf_counter() - t1) * 1000
             return arm
 
@@ -333,15 +334,16 @@ class TextArmStore:
             idf = {t: bm25_idf(int(df[t]), n_rows) for t in terms if int(df.get(t, 0)) > 0}
             timings["scope"] = 0.0
             timings["sql_text"] = (time.perf_counter() - t0) * 1000
-            return TextArm(
+            arm = TextArm(
                 plan="exact",
                 scope_rows=n_rows,
                 idf=idf,
                 text_terms=list(idf),
                 ids=[str(i) for i in ids or []],
                 scores=[float(x) for x in scores or []],
-                sources=_sources(sources or []),
             )
+            arm.read(sources or [])
+            return arm
 
         return PendingTextArm(finish, sent)
 

@@ -16,6 +16,7 @@ from ctxpipe.providers.base import Embedder
 from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.units.encoding import encode_units, line_units
 from ctxpipe.retrieval.units.lexical import unit_key
+from ctxpipe.storage.pipelined import Pending
 
 
 def as_vector(value: Any) -> np.ndarray | None:
@@ -30,6 +31,7 @@ def as_vector(value: Any) -> np.ndarray | None:
 
 
 Stored = Mapping[str, Mapping[str, np.ndarray]]  # chunk id -> unit key -> vector
+Fetched = Mapping[str, Mapping[str, Any]]  # chunk id -> unit key -> stored vector, as read
 
 
 class UnitVectors:
@@ -105,10 +107,12 @@ class StoredUnitCache:
 
     def __init__(
         self,
-        fetch: Callable[[Sequence[str]], Mapping[str, Mapping[str, Any]]],
+        fetch: Callable[[Sequence[str]], Fetched],
         max_units: int = 50_000,
+        send: Callable[[Sequence[str]], Pending[Fetched]] | None = None,
     ) -> None:
         self.fetch = fetch
+        self.send = send
         self.max_units = max_units
         # chunk id -> (node version, unit vectors): bounded by the units held, not the chunks
         self._data: LockedCache[tuple[int, dict[str, np.ndarray]]] = LockedCache.lru(
@@ -120,8 +124,27 @@ class StoredUnitCache:
     ) -> dict[str, dict[str, np.ndarray]]:
         """Chunk id -> unit key -> vector for the units of `rows` (candidate chunk rows)."""
         out: dict[str, dict[str, np.ndarray]] = {}
+        missing = self._missing({r.chunk_id: r.node_version for r in rows}, out)
+        if missing:
+            self._keep(missing, self.fetch(list(missing)), shape, out)
+        return out
+
+    def send_missing(
+        self, chunks: Mapping[str, int], shape: tuple[int, ...]
+    ) -> Pending[None] | None:
+        """Fetch the units of the `chunks` (chunk id -> node version) not held at that
+        version with the statement sent (`send`), kept when `result()` reads it; None when
+        every one is held (or nothing can be sent)."""
+        missing = self._missing(chunks, {})
+        if not missing or self.send is None:
+            return None
+        return self.send(list(missing)).then(lambda got: self._keep(missing, got, shape, {}))
+
+    def _missing(
+        self, wanted: Mapping[str, int], out: dict[str, dict[str, np.ndarray]]
+    ) -> dict[str, int]:
+        """The chunks of `wanted` not held at their version; the held ones go to `out`."""
         missing: dict[str, int] = {}
-        wanted = {r.chunk_id: r.node_version for r in rows}
         cached = self._data.get_many(wanted)
         for cid, version in wanted.items():
             hit = cached.get(cid)
@@ -129,9 +152,15 @@ class StoredUnitCache:
                 out[cid] = hit[1]
             else:
                 missing[cid] = version
-        if not missing:
-            return out
-        fetched = self.fetch(list(missing))
+        return missing
+
+    def _keep(
+        self,
+        missing: Mapping[str, int],
+        fetched: Fetched,
+        shape: tuple[int, ...],
+        out: dict[str, dict[str, np.ndarray]],
+    ) -> None:
         for cid, version in missing.items():
             vecs: dict[str, np.ndarray] = {}
             for key, raw in (fetched.get(cid) or {}).items():
@@ -140,7 +169,6 @@ class StoredUnitCache:
                     vecs[key] = vec
             self._data.put(cid, (version, vecs))
             out[cid] = vecs
-        return out
 
     @property
     def units_held(self) -> int:
@@ -150,4 +178,4 @@ class StoredUnitCache:
         self._data.clear()
 
 
-__all__ = ["Stored", "StoredUnitCache", "UnitVectors", "as_vector"]
+__all__ = ["Fetched", "Stored", "StoredUnitCache", "UnitVectors", "as_vector"]

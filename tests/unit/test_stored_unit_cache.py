@@ -91,3 +91,17 @@ def test_chunks_sent_for_ahead_are_held_once_read_and_not_fetched_again() -> Non
     assert cache.send_missing({"c1": 1, "c3": 1}, (2,)) is None  # all held: nothing sent
     assert cache.send_missing({"c1": 2}, (2,)) is not None  # a newer version is sent for
     assert StoredUnitCache(db.fetch).send_missing({"c9": 1}, (2,)) is None  # cannot send
+
+
+def test_held_answers_without_fetching_only_when_every_chunk_is_held() -> None:
+    """find ranks straight away, with no fetch handed to a thread, when every dense chunk's
+    units are held at their version."""
+    db = Replica()
+    db.units = {"c1": {"k1": [1.0, 0.0]}, "c2": {"k2": [0.0, 1.0]}}
+    cache = StoredUnitCache(db.fetch)
+    assert cache.held([_row("c1", 1)]) is None  # not seen yet
+    cache.get([_row("c1", 1), _row("c2", 1)], (2,))
+    held = cache.held([_row("c2", 1), _row("c1", 1)])
+    assert held is not None and {c: set(v) for c, v in held.items()} == {"c1": {"k1"}, "c2": {"k2"}}
+    assert cache.held([_row("c1", 1), _row("c2", 2)]) is None  # c2 changed since
+    assert db.asked == [["c1", "c2"]]  # held never fetches

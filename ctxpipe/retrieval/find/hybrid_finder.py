@@ -290,11 +290,17 @@ class HybridFinder:
             return []
         cfg = self.config
         pending: Future[dict[str, dict[str, np.ndarray]]] | None = None
-        if cfg.stored_units and cfg.dense_rows:  # fetched while the candidates' lines are split
-            pending = self._fetches.submit(self.stored_units.get, rows[: cfg.dense_rows], q.shape)
+        stored: dict[str, dict[str, np.ndarray]] | None = {}
+        if cfg.stored_units and cfg.dense_rows:  # any not held: fetched while lines are split
+            stored = self.stored_units.held(rows[: cfg.dense_rows])
+            if stored is None:
+                pending = self._fetches.submit(
+                    self.stored_units.get, rows[: cfg.dense_rows], q.shape
+                )
         ex = explode(rows)
         dated = line_bonus(periods, ex.lines, ex.line_row, rows, cfg.date_weight, cfg.rrf_k)
-        stored = pending.result() if pending is not None else {}
+        if pending is not None:
+            stored = pending.result()
         ranked = rank_sentences(
             rows,
             ex,

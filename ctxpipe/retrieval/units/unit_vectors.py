@@ -129,6 +129,12 @@ class StoredUnitCache:
             self._keep(missing, self.fetch(list(missing)), shape, out)
         return out
 
+    def held(self, rows: Sequence[CandidateRow]) -> dict[str, dict[str, np.ndarray]] | None:
+        """`get` of `rows` when every one is held at its version (nothing to fetch), else
+        None."""
+        out: dict[str, dict[str, np.ndarray]] = {}
+        return None if self._missing({r.chunk_id: r.node_version for r in rows}, out) else out
+
     def send_missing(
         self, chunks: Mapping[str, int], shape: tuple[int, ...]
     ) -> Pending[None] | None:

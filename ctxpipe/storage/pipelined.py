@@ -4,7 +4,9 @@
 mode (psycopg returns as soon as it is on the wire) and keeps the connection until `rows()`
 reads the result. `find` sends its full-text arm this way before it embeds the question: the
 server ranks the text while the model runs, in its own process, with no second Python thread
-to contend with the model for the interpreter lock.
+to contend with the model for the interpreter lock. A flush request follows the statement, so
+that its rows are on their way as soon as they are made (a pipeline's results otherwise wait
+in the server until the reader asks for them: one more round trip at the read).
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ class SentStatement(Generic[R]):
             if setup is not None:
                 setup(self._cur)
             self._cur.execute(query, params)
+            # the server keeps a pipeline's results until asked to flush them: asked now, the
+            # rows come as they are made, and reading them costs no round trip
+            conn.pgconn.send_flush_request()
+            conn.pgconn.flush()
         except psycopg.Error as exc:
             self.close()
             raise self._failed(exc) from exc

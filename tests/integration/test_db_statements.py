@@ -86,6 +86,26 @@ def test_a_sent_statement_runs_while_the_caller_works_and_gives_its_connection_b
         db.close()
 
 
+def test_a_sent_statements_rows_come_to_the_client_without_being_asked_for(
+    pg_url: str,
+) -> None:
+    """A pipeline's results wait in the server until the client asks it to flush: the flush
+    request goes with the statement, so the rows are on this side of the socket by the time
+    the caller reads them (no round trip at the read)."""
+    db = Database(pg_url, min_size=1, max_size=1)
+    try:
+        sent = SentStatement(db, sql.SQL("SELECT %(x)s::int"), {"x": 5}, tuple_row, "the probe")
+        pgconn = sent._cur.connection.pgconn
+        deadline = time.perf_counter() + 5
+        while pgconn.is_busy() and time.perf_counter() < deadline:
+            time.sleep(0.01)
+            pgconn.consume_input()  # what arrived: nothing is sent
+        assert not pgconn.is_busy()  # the result is here before anyone asked for it
+        assert sent.rows() == [(5,)]
+    finally:
+        db.close()
+
+
 def test_a_sent_statement_that_fails_names_itself_and_leaves_the_pool_usable(
     pg_url: str,
 ) -> None:

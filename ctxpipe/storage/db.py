@@ -46,6 +46,10 @@ def connect_error(conninfo: str, exc: BaseException) -> StorageError:
     return StorageError(f"cannot connect to PostgreSQL at {redact(conninfo)}: {detail}")
 
 
+# how long `idle_autocommit` lets the pool look for an idle connection (it refuses a zero wait)
+_IDLE_ONLY_S = 0.001
+
+
 def wait_ready(conninfo: str, timeout: float = 30.0, interval: float = 0.2) -> None:
     """Block until `SELECT 1` succeeds on `conninfo`; StorageError after `timeout` seconds."""
     deadline = time.monotonic() + timeout
@@ -203,7 +207,27 @@ class Database:
         goes out without BEGIN and COMMIT, so a one-statement transaction costs one round trip
         (`connection()` costs three). For work that fits in one statement."""
         pool = self._get_pool()
-        conn = self._getconn(pool)
+        with self._autocommit(pool, self._getconn(pool)) as conn:
+            yield conn
+
+    @contextmanager
+    def idle_autocommit(self) -> Iterator[psycopg.Connection[Any] | None]:
+        """`autocommit` on a connection the pool has idle now, else None, waiting for none: for
+        optional work of a caller that holds a connection already (two callers each holding
+        one and waiting for a second could wait for each other until the pool's timeout)."""
+        pool = self._get_pool()
+        try:
+            conn = pool.getconn(timeout=_IDLE_ONLY_S)
+        except PoolTimeout:
+            yield None
+            return
+        with self._autocommit(pool, conn) as ready:
+            yield ready
+
+    @contextmanager
+    def _autocommit(
+        self, pool: ConnectionPool[Any], conn: psycopg.Connection[Any]
+    ) -> Iterator[psycopg.Connection[Any]]:
         try:
             if conn.adapters.types.get("vector") is None:
                 _register_vector(conn)

@@ -27,6 +27,10 @@ T = TypeVar("T", covariant=True)
 U = TypeVar("U")
 
 
+class _NoIdleConnection(Exception):
+    """The pool had no idle connection for a statement sent only if it had one."""
+
+
 class SentStatement(Generic[R]):
     """One statement on the wire. `rows()` waits for its rows and gives the connection back;
     `close()` (or leaving the `with` block) gives it back unread. `what` names the statement
@@ -41,12 +45,17 @@ class SentStatement(Generic[R]):
         rows: RowFactory[R],
         what: str,
         setup: Callable[[psycopg.Cursor[R]], None] | None = None,
+        *,
+        wait: bool = True,
     ) -> None:
         self._what = what
         self._read = False
         self._stack = ExitStack()
         try:
-            conn = self._stack.enter_context(db.autocommit())
+            idle = self._stack.enter_context(db.autocommit() if wait else db.idle_autocommit())
+            if idle is None:
+                raise _NoIdleConnection
+            conn = idle
             self._stack.enter_context(conn.pipeline())
             self._cur = self._stack.enter_context(conn.cursor(row_factory=rows, binary=True))
             if setup is not None:
@@ -62,6 +71,24 @@ class SentStatement(Generic[R]):
         except BaseException:
             self.close()
             raise
+
+    @classmethod
+    def if_idle(
+        cls,
+        db: Database,
+        query: str | sql.Composed,
+        params: dict[str, Any],
+        rows: RowFactory[R],
+        what: str,
+        setup: Callable[[psycopg.Cursor[R]], None] | None = None,
+    ) -> SentStatement[R] | None:
+        """The statement sent on a connection the pool has idle now, or None, waiting for
+        none (`Database.idle_autocommit`): for a statement worth sending only while the
+        caller holds another."""
+        try:
+            return cls(db, query, params, rows, what, setup, wait=False)
+        except _NoIdleConnection:
+            return None
 
     def _failed(self, exc: psycopg.Error) -> StorageError:
         return StorageError(f"{self._what} failed: {' '.join(str(exc).split())}")

@@ -106,6 +106,30 @@ def test_a_sent_statements_rows_come_to_the_client_without_being_asked_for(
         db.close()
 
 
+def test_a_statement_sent_only_if_a_connection_is_idle_never_waits_for_one(
+    pg_url: str,
+) -> None:
+    """A caller that holds a connection and wants a second for optional work takes one the
+    pool has idle or none: two such callers waiting for each other's second connection
+    would wait until the pool's timeout."""
+    db = Database(pg_url, min_size=1, max_size=1)
+    query = sql.SQL("SELECT %(x)s::int")
+    try:
+        with db.autocommit() as held:
+            started = time.perf_counter()
+            assert SentStatement.if_idle(db, query, {"x": 1}, tuple_row, "the probe") is None
+            with db.idle_autocommit() as none:
+                assert none is None
+            assert time.perf_counter() - started < 1.0  # not the pool's 30 s
+            assert held.execute("SELECT 1").fetchone() == (1,)
+        sent = SentStatement.if_idle(db, query, {"x": 2}, tuple_row, "the probe")
+        assert sent is not None and sent.rows() == [(2,)]
+        with db.idle_autocommit() as idle:
+            assert idle is not None and idle.execute("SELECT 3").fetchone() == (3,)
+    finally:
+        db.close()
+
+
 def test_a_sent_statement_that_fails_names_itself_and_leaves_the_pool_usable(
     pg_url: str,
 ) -> None:

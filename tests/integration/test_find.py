@@ -8,7 +8,9 @@ from __future__ import annotations
 import random
 import re
 import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -30,6 +32,7 @@ from ctxpipe.retrieval.find.text_arm import TextArm
 from ctxpipe.retrieval.read_path import ReadPath
 from ctxpipe.retrieval.units import sentence_ranking
 from ctxpipe.runtime import Runtime
+from ctxpipe.storage.db import Database
 
 SCHEMA = "rt_find"
 ACCOUNT, USER, AGENT = "acme", "ann", "bot"
@@ -389,6 +392,57 @@ def test_the_text_arms_unit_vectors_are_fetched_beside_the_fused_statement(
         assert any(r.tr is not None for r in rows) and any(r.tr is None for r in rows)
         for r in rows:
             assert (r.text_content, r.source_refs, r.context_type) == said[r.chunk_id], question
+
+
+def test_a_find_holding_the_pools_last_connection_fetches_its_units_after(
+    world: ReadPath, ctx: RequestContext
+) -> None:
+    """With every other connection of the pool in use, the text arm's unit vectors are not
+    fetched beside the fused statement (that would wait for a second connection while
+    holding one: two finds could wait for each other); the ranking fetches them after, with
+    the same hits."""
+    filters = world.filters_for(ctx)
+    f = world.finder
+    one = Database(f.db.conninfo, min_size=1, max_size=1)
+    try:
+        narrow = HybridFinder(one, f.embedder, f.counter, schema=SCHEMA,
+                              config=FindConfig(record_recalls=False))  # fmt: skip
+        wide = HybridFinder(f.db, f.embedder, f.counter, schema=SCHEMA,
+                            config=FindConfig(record_recalls=False))  # fmt: skip
+        for question, _ in LABELLED:
+            narrow.stored_units.clear()
+            started = time.perf_counter()
+            got = narrow.find(question, filters, 8).hits
+            assert time.perf_counter() - started < 5.0, question  # not the pool's timeout
+            assert [(h.uri, h.text, h.score) for h in got] == [
+                (h.uri, h.text, h.score) for h in wide.find(question, filters, 8).hits
+            ], question
+    finally:
+        one.close()
+
+
+def test_concurrent_finds_on_a_small_pool_all_finish_with_their_own_hits(
+    world: ReadPath, ctx: RequestContext
+) -> None:
+    """Six threads asking at once through a pool of two connections: no find holds one
+    connection while it waits for another, so none waits on the others until the pool's
+    timeout, and each gets the hits it gets alone."""
+    filters = world.filters_for(ctx)
+    f = world.finder
+    alone = {q: [(h.uri, h.text) for h in f.find(q, filters, 8).hits] for q, _ in LABELLED}
+    two = Database(f.db.conninfo, min_size=2, max_size=2)
+    try:
+        shared = HybridFinder(two, f.embedder, f.counter, schema=SCHEMA,
+                              config=FindConfig(record_recalls=False))  # fmt: skip
+        asked = [q for q, _ in LABELLED] * 3
+        started = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            got = list(pool.map(lambda q: shared.find(q, filters, 8).hits, asked))
+        assert time.perf_counter() - started < 20.0  # not a wait for the pool's timeout
+        for q, hits in zip(asked, got, strict=True):
+            assert [(h.uri, h.text) for h in hits] == alone[q], q
+    finally:
+        two.close()
 
 
 def test_the_query_dates_are_resolved_while_the_fused_statement_runs(

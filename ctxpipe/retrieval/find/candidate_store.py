@@ -179,11 +179,12 @@ class CandidateStore(TextArmStore):
             )
         return _by_chunk(chunk_ids, rows)
 
-    def send_unit_vectors(self, chunk_ids: Sequence[str]) -> Pending[UnitRows]:
+    def send_unit_vectors(self, chunk_ids: Sequence[str]) -> Pending[UnitRows] | None:
         """`unit_vectors` with its statement sent, read by `result()`: find fetches the
-        text arm's chunks' while PostgreSQL runs the fused statement."""
+        text arm's chunks' while PostgreSQL runs the fused statement, on a second connection
+        — one the pool has idle, else None (a find holding one never waits for another)."""
         what = f"find's unit vectors on {self.schema}.chunk_units"
-        sent = SentStatement(
+        sent = SentStatement.if_idle(
             self.db,
             self.queries["retrieval_unit_vectors"],
             {"ids": list(chunk_ids)},
@@ -191,6 +192,8 @@ class CandidateStore(TextArmStore):
             what,
             setup=raw_vectors,
         )
+        if sent is None:
+            return None
         return Pending(lambda: _by_chunk(chunk_ids, split_vectors(sent.rows())), sent)
 
     def edges_among(

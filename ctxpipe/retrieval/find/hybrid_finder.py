@@ -225,21 +225,22 @@ class HybridFinder:
         # unit vectors (a line that is its whole chunk has one of those too), or for a chunk
         # with none stored (the fused statement returns those)
         chunk_vectors = not (cfg.stored_units and cfg.dense_rows)
-        # the best of the text arm's chunks are mostly among the candidates the ranking reads
-        # the stored unit vectors of: those not held yet are fetched beside the fused statement
-        units = None if chunk_vectors else self._send_units(arm, len(qvec))
-        with (
-            self.store.send_fuse(
-                qvec, filters, arm, n_cand, chunk_vectors=chunk_vectors, timings=timings
-            ) as fused,
-            units or nullcontext(),
-        ):
-            # while PostgreSQL scans the vectors: the text arm's chunks are split and the
-            # query's dates resolved (the ranking needs both; the statement neither)
-            split_ahead(arm.sources)
-            periods = query_periods(query, filters.as_of or date.today()) if cfg.date_weight else []
-            if units is not None:
-                units.result()
+        with self.store.send_fuse(
+            qvec, filters, arm, n_cand, chunk_vectors=chunk_vectors, timings=timings
+        ) as fused:
+            # the best of the text arm's chunks are mostly among the candidates the ranking
+            # reads the stored unit vectors of: those not held yet are fetched beside the
+            # fused statement (when the pool has a connection idle: this one is held)
+            units = None if chunk_vectors else self._send_units(arm, len(qvec))
+            with units or nullcontext():
+                # while PostgreSQL scans the vectors: the text arm's chunks are split and the
+                # query's dates resolved (the ranking needs both; the statement neither)
+                split_ahead(arm.sources)
+                periods = (
+                    query_periods(query, filters.as_of or date.today()) if cfg.date_weight else []
+                )
+                if units is not None:
+                    units.result()
             cand = fused.result()
         t1 = time.perf_counter()
         rows = [r for r in cand.rows if (r.sim or 0.0) >= filters.min_score]
@@ -256,7 +257,7 @@ class HybridFinder:
 
     def _send_units(self, arm: TextArm, dim: int) -> Pending[None] | None:
         """The stored unit vectors of the text arm's best `dense_rows` chunks not held yet,
-        their statement sent (None when all are held)."""
+        their statement sent (None when all are held, or the pool has no idle connection)."""
         n = self.config.dense_rows
         chunks = dict(zip(arm.ids[:n], arm.versions[:n], strict=True))
         return self.stored_units.send_missing(chunks, (dim,)) if chunks else None

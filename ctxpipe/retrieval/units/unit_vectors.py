@@ -109,7 +109,7 @@ class StoredUnitCache:
         self,
         fetch: Callable[[Sequence[str]], Fetched],
         max_units: int = 50_000,
-        send: Callable[[Sequence[str]], Pending[Fetched]] | None = None,
+        send: Callable[[Sequence[str]], Pending[Fetched] | None] | None = None,
     ) -> None:
         self.fetch = fetch
         self.send = send
@@ -140,11 +140,12 @@ class StoredUnitCache:
     ) -> Pending[None] | None:
         """Fetch the units of the `chunks` (chunk id -> node version) not held at that
         version with the statement sent (`send`), kept when `result()` reads it; None when
-        every one is held (or nothing can be sent)."""
+        every one is held, or nothing was sent."""
         missing = self._missing(chunks, {})
-        if not missing or self.send is None:
+        sent = self.send(list(missing)) if missing and self.send is not None else None
+        if sent is None:
             return None
-        return self.send(list(missing)).then(lambda got: self._keep(missing, got, shape, {}))
+        return sent.then(lambda got: self._keep(missing, got, shape, {}))
 
     def _missing(
         self, wanted: Mapping[str, int], out: dict[str, dict[str, np.ndarray]]

@@ -27,15 +27,19 @@ T = TypeVar("T", covariant=True)
 U = TypeVar("U")
 
 
-class _NoIdleConnection(Exception):
-    """The pool had no idle connection for a statement sent only if it had one."""
+class NoIdleConnection(Exception):
+    """The pool had no idle connection for a statement sent only if it had one (`wait`
+    False)."""
 
 
 class SentStatement(Generic[R]):
     """One statement on the wire. `rows()` waits for its rows and gives the connection back;
     `close()` (or leaving the `with` block) gives it back unread. `what` names the statement
     in a failure's message; `setup` prepares the cursor before the statement is sent (a
-    loader of its own for a column type, say)."""
+    loader of its own for a column type, say). With `wait` False the statement takes a
+    connection the pool has idle now or raises `NoIdleConnection`, waiting for none
+    (`Database.idle_autocommit`): for a statement worth sending only while the caller holds
+    another connection."""
 
     def __init__(
         self,
@@ -54,7 +58,7 @@ class SentStatement(Generic[R]):
         try:
             idle = self._stack.enter_context(db.autocommit() if wait else db.idle_autocommit())
             if idle is None:
-                raise _NoIdleConnection
+                raise NoIdleConnection
             conn = idle
             self._stack.enter_context(conn.pipeline())
             self._cur = self._stack.enter_context(conn.cursor(row_factory=rows, binary=True))
@@ -71,24 +75,6 @@ class SentStatement(Generic[R]):
         except BaseException:
             self.close()
             raise
-
-    @classmethod
-    def if_idle(
-        cls,
-        db: Database,
-        query: str | sql.Composed,
-        params: dict[str, Any],
-        rows: RowFactory[R],
-        what: str,
-        setup: Callable[[psycopg.Cursor[R]], None] | None = None,
-    ) -> SentStatement[R] | None:
-        """The statement sent on a connection the pool has idle now, or None, waiting for
-        none (`Database.idle_autocommit`): for a statement worth sending only while the
-        caller holds another."""
-        try:
-            return cls(db, query, params, rows, what, setup, wait=False)
-        except _NoIdleConnection:
-            return None
 
     def _failed(self, exc: psycopg.Error) -> StorageError:
         return StorageError(f"{self._what} failed: {' '.join(str(exc).split())}")
@@ -144,4 +130,4 @@ class Pending(Generic[T]):
         self.close()
 
 
-__all__ = ["Pending", "SentStatement"]
+__all__ = ["NoIdleConnection", "Pending", "SentStatement"]

@@ -16,7 +16,7 @@ from psycopg.rows import tuple_row
 
 from ctxpipe.core.errors import StorageError
 from ctxpipe.storage.db import Database
-from ctxpipe.storage.pipelined import SentStatement
+from ctxpipe.storage.pipelined import NoIdleConnection, SentStatement
 
 STATEMENT = "SELECT count(*) FROM pg_class AS plan_probe WHERE plan_probe.oid = %(n)s"
 
@@ -117,13 +117,14 @@ def test_a_statement_sent_only_if_a_connection_is_idle_never_waits_for_one(
     try:
         with db.autocommit() as held:
             started = time.perf_counter()
-            assert SentStatement.if_idle(db, query, {"x": 1}, tuple_row, "the probe") is None
+            with pytest.raises(NoIdleConnection):
+                SentStatement(db, query, {"x": 1}, tuple_row, "the probe", wait=False)
             with db.idle_autocommit() as none:
                 assert none is None
             assert time.perf_counter() - started < 1.0  # not the pool's 30 s
             assert held.execute("SELECT 1").fetchone() == (1,)
-        sent = SentStatement.if_idle(db, query, {"x": 2}, tuple_row, "the probe")
-        assert sent is not None and sent.rows() == [(2,)]
+        sent = SentStatement(db, query, {"x": 2}, tuple_row, "the probe", wait=False)
+        assert sent.rows() == [(2,)]
         with db.idle_autocommit() as idle:
             assert idle is not None and idle.execute("SELECT 3").fetchone() == (3,)
     finally:

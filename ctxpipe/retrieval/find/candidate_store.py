@@ -41,7 +41,7 @@ from ctxpipe.storage.chunk_sql import (
     vector_param,
 )
 from ctxpipe.storage.db import Database
-from ctxpipe.storage.pipelined import Pending, SentStatement
+from ctxpipe.storage.pipelined import NoIdleConnection, Pending, SentStatement
 
 R = TypeVar("R")
 
@@ -184,15 +184,17 @@ class CandidateStore(TextArmStore):
         text arm's chunks' while PostgreSQL runs the fused statement, on a second connection
         — one the pool has idle, else None (a find holding one never waits for another)."""
         what = f"find's unit vectors on {self.schema}.chunk_units"
-        sent = SentStatement.if_idle(
-            self.db,
-            self.queries["retrieval_unit_vectors"],
-            {"ids": list(chunk_ids)},
-            tuple_row,
-            what,
-            setup=raw_vectors,
-        )
-        if sent is None:
+        try:
+            sent = SentStatement(
+                self.db,
+                self.queries["retrieval_unit_vectors"],
+                {"ids": list(chunk_ids)},
+                tuple_row,
+                what,
+                setup=raw_vectors,
+                wait=False,
+            )
+        except NoIdleConnection:
             return None
         return Pending(lambda: _by_chunk(chunk_ids, split_vectors(sent.rows())), sent)
 

@@ -54,6 +54,7 @@ from ctxpipe.resources import ResourceNotFoundError
 from ctxpipe.retrieval.access import OwnerAccessError
 from ctxpipe.service import CommitNotFoundError
 from ctxpipe.storage.migrations import MigrationError
+from ctxpipe.storage.pipelined import NoIdleConnection
 
 
 class _UnpicklableCause(ConnectionError):
@@ -95,6 +96,7 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     "SessionOwnerError": lambda: SessionOwnerError("acme", "s1", _CTX, "user"),
     "OwnerAccessError": lambda: OwnerAccessError("ctx://acme/users/eve/a", "user bob"),
     "MigrationError": lambda: MigrationError("001_init.sql was changed after it was applied"),
+    "NoIdleConnection": lambda: NoIdleConnection(),
     "ResourceNotFoundError": lambda: ResourceNotFoundError("cannot find the sql/ directory"),
     "OutputRefused": lambda: OutputRefused("does not match schema Plan"),
     "_RetryableError": lambda: _RetryableError("connection reset", transient=True),

@@ -4,7 +4,7 @@ costs the reader its tokens twice."""
 
 from __future__ import annotations
 
-from ctxpipe.retrieval.find.hybrid_finder import restates
+from ctxpipe.retrieval.find.hit_rules import restates
 
 
 def test_a_synthesis_that_opens_with_the_line_restates_it() -> None:

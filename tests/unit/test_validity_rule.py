@@ -19,7 +19,7 @@ from ctxpipe.core.validity import (
 )
 from ctxpipe.providers.rules.lines import Line, parse_lines, render_lines
 from ctxpipe.providers.rules.merge import merge_bundle, merge_lines
-from ctxpipe.retrieval.find.hybrid_finder import _holds
+from ctxpipe.retrieval.find.hit_rules import holds as _holds
 from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.units.lexical import split_units
 

@@ -45,15 +45,11 @@ from typing import TypeVar
 import numpy as np
 
 from ctxpipe.core.config import UnitContext
-from ctxpipe.core.validity import (
-    TEMPORAL_CATEGORIES,
-    as_of_view,
-    split_annotation,
-    synthesis_holds,
-)
+from ctxpipe.core.validity import as_of_view, split_annotation
 from ctxpipe.providers.base import Embedder
 from ctxpipe.retrieval.config import FindConfig
 from ctxpipe.retrieval.find.candidate_store import CandidateStore
+from ctxpipe.retrieval.find.hit_rules import holds, restates, temporal
 from ctxpipe.retrieval.find.recall_stats import RecallStatsStore
 from ctxpipe.retrieval.find.text_arm import TextArm
 from ctxpipe.retrieval.models import CandidateRow, FindFilters, FindHit, FindResult
@@ -80,38 +76,6 @@ from ctxpipe.storage.pipelined import Pending
 
 _T = TypeVar("_T")
 _MIN_CUT_TOKENS = 8  # a budget's last hit is cut to what is left, unless that is less
-
-
-def restates(abstract: str, text: str, *, cut: bool = False) -> bool:
-    """The L0 line `abstract` says nothing `text` does not: it is empty, or its words (after
-    a "Subject: " head, which a node's one-line synthesis starts with) are found in `text` in
-    the same order. A line `cut` to its token cap may end in a partial word, which is not
-    compared; the text may itself be a snippet cut short, so a synthesis that runs past its
-    end is judged by the part the snippet has."""
-    said = " ".join(text.lower().split())
-    snippet = " ".join(said.split()[:-1]) if len(said.split()) >= 8 else ""
-    for head in _heads(abstract):
-        words = head.lower().rstrip(" .!").split()
-        if cut and len(words) > 1:
-            words = words[:-1]
-        if not words:
-            return True
-        body = " ".join(words)
-        if body in said:
-            return True
-        if snippet and body.startswith(snippet):  # the snippet ends first: it opens the line
-            return True
-    return False
-
-
-SUBJECT_WORDS = 4  # a "Subject: " head names the node's subject in a few words
-
-
-def _heads(abstract: str) -> list[str]:
-    """The L0 line as it reads, and without its "Subject: " head."""
-    line = " ".join(abstract.split())
-    subject, sep, rest = line.partition(": ")
-    return [line, rest] if sep and 0 < len(subject.split()) <= SUBJECT_WORDS else [line]
 
 
 class HybridFinder:
@@ -325,7 +289,7 @@ class HybridFinder:
                 break
             row = rows[s.row]
             if s.line not in valid:
-                valid[s.line] = _holds(row, ex.lines[s.line], as_of)
+                valid[s.line] = holds(row, ex.lines[s.line], as_of)
             if not valid[s.line]:
                 continue  # a closed fact (or one not yet true): not a hit, not a hole
             uri = row.uri
@@ -389,14 +353,14 @@ class HybridFinder:
         level = row.level
         ctype = row.context_type or "memory"
         when = hit_date(s.unit, row)
-        temporal = _temporal(row)
-        if temporal:
+        valid_facts = temporal(row)
+        if valid_facts:
             text = as_of_view(text, as_of)
             when = split_annotation(line.text)[1].valid_from or when
         abstract = ""
         if level == 0:
             abstract = text
-        elif temporal:
+        elif valid_facts:
             # a profile or preference memory is a list of facts, its L0 line a digest of the
             # first of them: other facts, not this line's context (and, as of a date, what
             # holds now rather than then); each line names whom it is about
@@ -436,38 +400,4 @@ class HybridFinder:
         return hit
 
 
-def _after(when: str | None, as_of: date) -> bool:
-    """Is the ISO date (or date-time) `when` later than `as_of`? (False when unknown.)"""
-    try:
-        return bool(when) and date.fromisoformat(str(when)[:10]) > as_of
-    except ValueError:
-        return False
-
-
-def _temporal(row: CandidateRow) -> bool:
-    """A row of a memory whose facts carry validity (a profile or preference memory)."""
-    return row.context_type != "session" and row.category in TEMPORAL_CATEGORIES
-
-
-def _holds(row: CandidateRow, line: Unit, as_of: date | None) -> bool:
-    """Does this line of a candidate chunk hold now (`as_of` None) or on `as_of`? As of a date,
-    nothing learned after it was known then: an archive line said later, or a memory written
-    once, by a later session (an event, an entity first named then), is not a hit — a memory
-    written again since holds lines of both times and stays. A profile or preference line
-    holds while its fact is valid; a memory's L0 line from the session that last wrote it."""
-    if as_of is not None:
-        learned: str | None = None
-        if row.context_type == "session":
-            learned = hit_date(line, row)
-        elif not _temporal(row) and row.node_version <= 1:
-            learned = row.observed_at
-        if _after(learned, as_of):
-            return False
-    if not _temporal(row):
-        return True
-    if row.level == 0:
-        return synthesis_holds(row.observed_at, as_of)
-    return split_annotation(line.text)[1].holds(as_of)
-
-
-__all__ = ["HybridFinder", "restates"]
+__all__ = ["HybridFinder"]

@@ -4,6 +4,7 @@ what each returned unit cites. A deterministic bag-of-words embedder; no servers
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxpipe.retrieval.models import CandidateRow
+from ctxpipe.retrieval.units.bm25 import bm25, bm25_bags, join_bags, term_bags
 from ctxpipe.retrieval.units.lexical import bm25_tokens, query_terms, split_units, tsquery_or
 from ctxpipe.retrieval.units.sentence_ranking import (
-    bm25,
     explode,
     rank_sentences,
     stemmed_idf,
@@ -132,6 +133,40 @@ def test_bm25_is_the_formula(docs: list[list[str]], idf: dict[str, float]) -> No
         norm = 1.2 * (1 - 0.75 + 0.75 * len(doc) / mean)
         want = sum(w * doc.count(t) * 2.2 / (doc.count(t) + norm) for t, w in idf.items())
         assert score == pytest.approx(want, rel=1e-5, abs=1e-6)
+
+
+@settings(deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from("abcdefgh"), max_size=12), min_size=1, max_size=9),
+    st.integers(1, 4),
+    st.dictionaries(st.sampled_from("abcdxyz"), st.floats(0.01, 5.0), max_size=5),
+)
+def test_bags_joined_part_by_part_score_as_the_whole(
+    docs: list[list[str]], parts: int, idf: dict[str, float]
+) -> None:
+    """find keeps each chunk's bags of words and joins those of its candidates: the joined
+    bags score every document as BM25 over all the documents at once does."""
+    cut = [docs[i::parts] for i in range(parts)]
+    whole = [d for part in cut for d in part]
+    joined = join_bags([term_bags([Counter(d) for d in part], map(len, part)) for part in cut])
+    assert len(joined) == len(whole)
+    np.testing.assert_array_equal(bm25_bags(joined, idf), bm25(whole, idf))
+
+
+def test_the_candidates_lines_and_sentences_are_scored_by_their_own_words() -> None:
+    rows = [
+        row(ARCHIVE, REFS),
+        row("[D2:1] user (Caroline): My dog likes the lake. It swims far.", ["s2:D2:1"]),
+    ]
+    ex = explode(rows)
+    idf = stemmed_idf({"lake": 1.0, "swims": 2.0, "sunrise": 0.5})
+    np.testing.assert_array_equal(
+        bm25_bags(ex.sent_bags, idf), bm25([bm25_tokens(u.text) for u in ex.units], idf)
+    )
+    np.testing.assert_array_equal(
+        bm25_bags(ex.line_bags, idf), bm25([bm25_tokens(u.text) for u in ex.lines], idf)
+    )
+    assert bm25_bags(ex.sent_bags, idf).max() > 0
 
 
 def _ranked(second: str, query: str, idf: dict[str, float]) -> tuple[Any, Any]:

@@ -26,11 +26,9 @@ from typing import overload
 import numpy as np
 
 from ctxpipe.retrieval.models import CandidateRow
+from ctxpipe.retrieval.units.bm25 import TermBags, bm25_bags, join_bags, term_bags
 from ctxpipe.retrieval.units.lexical import Unit, bm25_tokens, chunk_lines, stem
 from ctxpipe.retrieval.units.unit_vectors import Stored, UnitVectors, as_vector
-
-_K1 = 1.2
-_B = 0.75
 
 
 @dataclass(slots=True)
@@ -38,39 +36,28 @@ class Sentence:
     row: int  # index of the candidate chunk
     line: int  # index of the line across all candidates
     unit: Unit
-    tokens: list[str] = field(default_factory=list)
-    counts: Mapping[str, int] = field(default_factory=dict)
     score: float = 0.0
     similarity: float = 0.0
 
 
 @dataclass(slots=True)
 class Exploded:
-    """The lines and sentences of the candidate chunks, column by column: per line its unit,
-    stemmed words, counts and chunk (`line_row`); per sentence the same and its line (global
-    index) and whether it is that whole line (`same`)."""
+    """The lines and sentences of the candidate chunks, column by column: per line its unit
+    and chunk (`line_row`); per sentence its unit, chunk (`row`), line (global index) and
+    whether it is that whole line (`same`); the bags of words of both (`line_bags`,
+    `sent_bags`, in the same order)."""
 
     lines: list[Unit]
-    line_tokens: list[list[str]]
     line_row: list[int]
-    line_counts: list[Mapping[str, int]]
     units: list[Unit] = field(default_factory=list)
-    tokens: list[list[str]] = field(default_factory=list)
-    counts: list[Mapping[str, int]] = field(default_factory=list)
     row: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     line: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     same: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    line_bags: TermBags = field(default_factory=lambda: term_bags([], []))
+    sent_bags: TermBags = field(default_factory=lambda: term_bags([], []))
 
     def sentence(self, i: int, score: float = 0.0, similarity: float = 0.0) -> Sentence:
-        return Sentence(
-            int(self.row[i]),
-            int(self.line[i]),
-            self.units[i],
-            self.tokens[i],
-            self.counts[i],
-            score,
-            similarity,
-        )
+        return Sentence(int(self.row[i]), int(self.line[i]), self.units[i], score, similarity)
 
     @property
     def sentences(self) -> list[Sentence]:
@@ -79,15 +66,14 @@ class Exploded:
 
 @dataclass(frozen=True, slots=True)
 class _Parsed:
-    """A chunk's lines and their sentences with their stemmed words and counts; a sentence's
-    `sent_line` is its line's index in the chunk, `sent_same` whether it is the whole line."""
+    """A chunk's lines and their sentences with the bags of their stemmed words; a
+    sentence's `sent_line` is its line's index in the chunk, `sent_same` whether it is the
+    whole line."""
 
     lines: tuple[Unit, ...]
-    line_tokens: tuple[list[str], ...]
-    line_counts: tuple[Mapping[str, int], ...]
+    line_bags: TermBags
     sents: tuple[Unit, ...]
-    sent_tokens: tuple[list[str], ...]
-    sent_counts: tuple[Mapping[str, int], ...]
+    sent_bags: TermBags
     sent_line: np.ndarray
     sent_same: np.ndarray
 
@@ -95,11 +81,13 @@ class _Parsed:
 def explode(rows: Sequence[CandidateRow]) -> Exploded:
     """Lines and sentences of the candidate chunks (`chunk_lines`), joined from each chunk's
     cached split: no object is made per sentence (`Exploded.sentence` makes one)."""
-    ex = Exploded([], [], [], [])
+    ex = Exploded([], [])
     kept: list[int] = []  # the rows with lines, and how many sentences each has
     sents_of: list[int] = []
     lines_of: list[np.ndarray] = []
     same_of: list[np.ndarray] = []
+    line_bags: list[TermBags] = []
+    sent_bags: list[TermBags] = []
     for r, row in enumerate(rows):
         p = _chunk_units(row.text_content, tuple(row.source_refs), row.context_type)
         if not p.lines:
@@ -109,15 +97,14 @@ def explode(rows: Sequence[CandidateRow]) -> Exploded:
         sents_of.append(len(p.sents))
         same_of.append(p.sent_same)
         ex.lines.extend(p.lines)
-        ex.line_tokens.extend(p.line_tokens)
-        ex.line_counts.extend(p.line_counts)
         ex.line_row.extend([r] * len(p.lines))
         ex.units.extend(p.sents)
-        ex.tokens.extend(p.sent_tokens)
-        ex.counts.extend(p.sent_counts)
+        line_bags.append(p.line_bags)
+        sent_bags.append(p.sent_bags)
     if kept:
         ex.row = np.repeat(np.asarray(kept, dtype=np.int64), sents_of)
         ex.line, ex.same = np.concatenate(lines_of), np.concatenate(same_of)
+        ex.line_bags, ex.sent_bags = join_bags(line_bags), join_bags(sent_bags)
     return ex
 
 
@@ -151,11 +138,9 @@ def _chunk_units(text: str, refs: tuple[str, ...], context_type: str | None) -> 
         line_bags.append(bag)
     return _Parsed(
         tuple(lines),
-        tuple(t for t, _ in line_bags),
-        tuple(c for _, c in line_bags),
+        term_bags([c for _, c in line_bags], (len(t) for t, _ in line_bags)),
         tuple(sents),
-        tuple(t for t, _ in sent_bags),
-        tuple(c for _, c in sent_bags),
+        term_bags([c for _, c in sent_bags], (len(t) for t, _ in sent_bags)),
         np.asarray(sent_line, dtype=np.int64),
         np.asarray(sent_same, dtype=bool),
     )
@@ -167,29 +152,6 @@ def split_ahead(sources: Iterable[tuple[str, tuple[str, ...], str]]) -> None:
     candidates not seen before cost the ranking step nothing."""
     for text, refs, context_type in sources:
         _chunk_units(text, refs, context_type)
-
-
-def bm25(
-    docs: Sequence[Sequence[str]],
-    idf: dict[str, float],
-    counts: Sequence[Mapping[str, int]] | None = None,
-) -> np.ndarray:
-    """BM25 of each doc (token list) for the query terms of `idf` (stemmed term → idf);
-    `counts`: each doc's term counts, when the caller has them already."""
-    if not docs or not idf:
-        return np.zeros(len(docs), dtype=np.float32)
-    lengths = np.fromiter((len(d) for d in docs), dtype=np.float32, count=len(docs))
-    norm = _K1 * (1 - _B + _B * lengths / max(1.0, float(lengths.mean())))
-    bags = counts if counts is not None else [Counter(d) for d in docs]
-    column = {term: j for j, term in enumerate(idf)}
-    terms = column.keys()
-    tf = np.zeros((len(docs), len(column)), dtype=np.float32)
-    for i, bag in enumerate(bags):  # each doc once: the query terms it holds (few, often none)
-        for term in terms & bag.keys():
-            tf[i, column[term]] = bag[term]
-    weights = np.fromiter(idf.values(), dtype=np.float32, count=len(column))
-    # summed elementwise, not by a BLAS product: a few terms, and no stray FP flags
-    return (weights * tf * (_K1 + 1) / (tf + norm[:, None])).sum(axis=1, dtype=np.float32)
 
 
 def stemmed_idf(raw: dict[str, float]) -> dict[str, float]:
@@ -233,8 +195,8 @@ def rank_sentences(
     if not n:
         return []
     terms = stemmed_idf(idf)
-    s_lex = bm25(ex.tokens, terms, ex.counts)
-    l_lex = bm25(ex.line_tokens, terms, ex.line_counts or None)
+    s_lex = bm25_bags(ex.sent_bags, terms)
+    l_lex = bm25_bags(ex.line_bags, terms)
     # dense: lines and sentences of the best chunks
     line_row = np.asarray(ex.line_row, dtype=np.int64)
     dense_line = line_row < dense_rows
@@ -320,7 +282,6 @@ __all__ = [
     "Exploded",
     "RankedSentences",
     "Sentence",
-    "bm25",
     "explode",
     "rank_sentences",
     "split_ahead",

@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 
 from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.units.bm25 import bm25, bm25_bags, join_bags, term_bags
-from ctxpipe.retrieval.units.lexical import bm25_tokens, query_terms, split_units, tsquery_or
+from ctxpipe.retrieval.units.lexical import (
+    bm25_tokens,
+    query_terms,
+    split_units,
+    tsquery_or,
+    unit_key,
+)
 from ctxpipe.retrieval.units.sentence_ranking import (
     explode,
     rank_sentences,
@@ -234,3 +240,35 @@ def test_unit_vectors_are_cached_and_whole_chunks_reuse_their_embedding() -> Non
     emb.calls = 0
     rank_sentences(plain, explode(plain), q, {"atlas": 1.0}, UnitVectors(emb))  # type: ignore[arg-type]
     assert emb.calls == 0  # the line is the chunk: its stored vector is used
+
+
+def test_stored_unit_vectors_rank_as_the_same_vectors_cached_do() -> None:
+    """The ranking reads the stored vectors of the dense lines and sentences by their keys;
+    with one of them not stored it looks each up in the cache instead: the same vectors give
+    the same scores and similarities either way, and the model is not called."""
+    emb = BagEmbedder()
+    rows = [
+        row(ARCHIVE, REFS, rrf=0.03),
+        row("[D2:1] user (Caroline): My dog likes the lake. It swims far.", ["s2:D2:1"]),
+    ]
+    ex = explode(rows)
+    units = [(rows[r].chunk_id, u.text) for r, u in zip(ex.line_row, ex.lines, strict=True)]
+    units += [(rows[int(r)].chunk_id, u.text) for r, u in zip(ex.row, ex.units, strict=True)]
+    vec = {u: np.asarray(emb.encode([u[1]])[0], dtype=np.float32) for u in units}
+    stored: dict[str, dict[str, np.ndarray]] = {}
+    for (cid, text), v in vec.items():
+        stored.setdefault(cid, {})[unit_key(text)] = v
+    q = np.asarray(emb.encode(["Where does the dog swim at the lake?"])[0], dtype=np.float32)
+    idf = {"dog": 1.0, "swim": 2.0, "lake": 0.5}
+    emb.calls = 0
+    every = rank_sentences(rows, ex, q, idf, UnitVectors(emb), stored=stored)  # type: ignore[arg-type]
+    cid, text = units[-1]  # a sentence of the second chunk, not stored: found in the cache
+    del stored[cid][unit_key(text)]
+    cached = UnitVectors(emb)  # type: ignore[arg-type]
+    cached.put(cid, text, vec[(cid, text)])
+    some = rank_sentences(rows, ex, q, idf, cached, stored=stored)
+    assert emb.calls == 0
+    assert [(s.unit.text, s.score, s.similarity) for s in every] == [
+        (s.unit.text, s.score, s.similarity) for s in some
+    ]
+    assert max(s.similarity for s in every) > 0

@@ -27,7 +27,7 @@ import numpy as np
 
 from ctxpipe.retrieval.models import CandidateRow
 from ctxpipe.retrieval.units.bm25 import TermBags, bm25_bags, join_bags, term_bags
-from ctxpipe.retrieval.units.lexical import Unit, bm25_tokens, chunk_lines, stem
+from ctxpipe.retrieval.units.lexical import Unit, bm25_tokens, chunk_lines, stem, unit_key
 from ctxpipe.retrieval.units.unit_vectors import Stored, UnitVectors, as_vector
 
 
@@ -44,12 +44,14 @@ class Sentence:
 class Exploded:
     """The lines and sentences of the candidate chunks, column by column: per line its unit
     and chunk (`line_row`); per sentence its unit, chunk (`row`), line (global index) and
-    whether it is that whole line (`same`); the bags of words of both (`line_bags`,
-    `sent_bags`, in the same order)."""
+    whether it is that whole line (`same`); the keys of their stored vectors and the bags of
+    words of both (`line_bags`, `sent_bags`, in the same order)."""
 
     lines: list[Unit]
     line_row: list[int]
     units: list[Unit] = field(default_factory=list)
+    line_keys: list[str] = field(default_factory=list)  # `unit_key` of each line's text
+    unit_keys: list[str] = field(default_factory=list)  # and of each sentence's
     row: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     line: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     same: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
@@ -66,13 +68,15 @@ class Exploded:
 
 @dataclass(frozen=True, slots=True)
 class _Parsed:
-    """A chunk's lines and their sentences with the bags of their stemmed words; a
-    sentence's `sent_line` is its line's index in the chunk, `sent_same` whether it is the
-    whole line."""
+    """A chunk's lines and their sentences with the keys of their stored vectors and the
+    bags of their stemmed words; a sentence's `sent_line` is its line's index in the chunk,
+    `sent_same` whether it is the whole line."""
 
     lines: tuple[Unit, ...]
+    line_keys: tuple[str, ...]
     line_bags: TermBags
     sents: tuple[Unit, ...]
+    sent_keys: tuple[str, ...]
     sent_bags: TermBags
     sent_line: np.ndarray
     sent_same: np.ndarray
@@ -99,6 +103,8 @@ def explode(rows: Sequence[CandidateRow]) -> Exploded:
         ex.lines.extend(p.lines)
         ex.line_row.extend([r] * len(p.lines))
         ex.units.extend(p.sents)
+        ex.line_keys.extend(p.line_keys)
+        ex.unit_keys.extend(p.sent_keys)
         line_bags.append(p.line_bags)
         sent_bags.append(p.sent_bags)
     if kept:
@@ -138,8 +144,10 @@ def _chunk_units(text: str, refs: tuple[str, ...], context_type: str | None) -> 
         line_bags.append(bag)
     return _Parsed(
         tuple(lines),
+        tuple(unit_key(u.text) for u in lines),
         term_bags([c for _, c in line_bags], (len(t) for t, _ in line_bags)),
         tuple(sents),
+        tuple(unit_key(u.text) for u in sents),
         term_bags([c for _, c in sent_bags], (len(t) for t, _ in sent_bags)),
         np.asarray(sent_line, dtype=np.int64),
         np.asarray(sent_same, dtype=bool),
@@ -200,31 +208,20 @@ def rank_sentences(
     # dense: lines and sentences of the best chunks
     line_row = np.asarray(ex.line_row, dtype=np.int64)
     dense_line = line_row < dense_rows
-    line_text = [u.text for u in ex.lines]
     idx = np.flatnonzero(dense_line)
-    for i in idx:  # a line that is the whole chunk: its stored vector
-        row = rows[line_row[i]]
-        if line_text[i] == row.text_content:
-            emb = as_vector(row.embedding)
-            if emb is not None and emb.shape == query_vec.shape:
-                vectors.put(row.chunk_id, line_text[i], emb)
-    by_row: dict[int, list[str]] = {}
-    for li in idx:
-        by_row.setdefault(int(line_row[li]), []).append(line_text[li])
     s_dense = dense_line[ex.line]
     own = np.flatnonzero(s_dense & ~ex.same)  # dense sentences that are not their whole line
-    for si in own:
-        by_row.setdefault(int(ex.row[si]), []).append(ex.units[si].text)
-    vectors.complete(rows, by_row, stored)
     l_sim = np.zeros(len(ex.lines), dtype=np.float32)
+    s_sim = np.zeros(n, dtype=np.float32)
+    line_vecs = _stored(rows, line_row[idx], [ex.line_keys[i] for i in idx], stored)
+    own_vecs = _stored(rows, ex.row[own], [ex.unit_keys[i] for i in own], stored)
+    if line_vecs is None or own_vecs is None:  # some unit not stored: cached, else encoded
+        line_vecs, own_vecs = _looked_up(rows, ex, idx, own, query_vec, vectors, stored)
     if idx.size:
-        items = [(rows[line_row[i]].chunk_id, line_text[i]) for i in idx]
-        l_sim[idx] = vectors.get_many(items, stored) @ query_vec
-    s_sim = np.where(s_dense & ex.same, l_sim[ex.line], np.float32(0.0)).astype(np.float32)
-    if own.size:
-        need = [(rows[ex.row[i]].chunk_id, ex.units[i].text) for i in own]
-        vecs = vectors.get_many(need, stored)  # one dot each: a sentence scores as its line
-        s_sim[own] = np.fromiter((v @ query_vec for v in vecs), np.float32, count=len(own))
+        l_sim[idx] = line_vecs @ query_vec
+    s_sim = np.where(s_dense & ex.same, l_sim[ex.line], s_sim).astype(np.float32)
+    if own.size:  # one dot each: a sentence scores as its line
+        s_sim[own] = np.fromiter((v @ query_vec for v in own_vecs), np.float32, count=len(own))
     row_rrf = np.fromiter((r.rrf for r in rows), dtype=np.float32, count=len(rows))
     score = (
         rrf_ranks(s_lex, s_lex > 0, rrf_k)
@@ -242,6 +239,58 @@ def rank_sentences(
     # best first; ties by chunk, then line, then the order of the sentences
     order = np.lexsort((np.arange(n), ex.line, ex.row, -score))
     return RankedSentences(ex, order, score, similarity)
+
+
+def _stored(
+    rows: Sequence[CandidateRow], row_of: np.ndarray, keys: Sequence[str], stored: Stored | None
+) -> np.ndarray | None:
+    """The stored vectors of units (their chunk's row, their key), stacked; None when any of
+    them is not stored."""
+    if not keys:
+        return np.zeros((0, 0), dtype=np.float32)
+    if not stored:
+        return None
+    out: list[np.ndarray] = []
+    for r, key in zip(row_of.tolist(), keys, strict=True):
+        vec = stored.get(rows[r].chunk_id, _NONE).get(key)
+        if vec is None:
+            return None
+        out.append(vec)
+    return np.stack(out)
+
+
+_NONE: Mapping[str, np.ndarray] = {}
+
+
+def _looked_up(
+    rows: Sequence[CandidateRow],
+    ex: Exploded,
+    idx: np.ndarray,
+    own: np.ndarray,
+    query_vec: np.ndarray,
+    vectors: UnitVectors,
+    stored: Stored | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The vectors of the dense lines (`idx`) and of their own sentences (`own`) when some
+    are not stored: from the cache, or encoded as the index does (a line that is its whole
+    chunk has the chunk's vector)."""
+    line_row = ex.line_row
+    line_text = [ex.lines[i].text for i in idx]
+    for i, text in zip(idx, line_text, strict=True):
+        row = rows[line_row[i]]
+        if text == row.text_content:
+            emb = as_vector(row.embedding)
+            if emb is not None and emb.shape == query_vec.shape:
+                vectors.put(row.chunk_id, text, emb)
+    by_row: dict[int, list[str]] = {}
+    for i, text in zip(idx, line_text, strict=True):
+        by_row.setdefault(int(line_row[i]), []).append(text)
+    for si in own:
+        by_row.setdefault(int(ex.row[si]), []).append(ex.units[si].text)
+    vectors.complete(rows, by_row, stored)
+    lines = [(rows[line_row[i]].chunk_id, text) for i, text in zip(idx, line_text, strict=True)]
+    sents = [(rows[ex.row[i]].chunk_id, ex.units[i].text) for i in own]
+    return vectors.get_many(lines, stored), vectors.get_many(sents, stored)
 
 
 class RankedSentences(Sequence[Sentence]):

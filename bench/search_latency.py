@@ -157,8 +157,8 @@ def load(
                                       f"users/o{o}", "", 1))  # fmt: skip
             with cur.copy(
                 f"COPY {SCHEMA}.context_chunks (chunk_id, uri, account_id, parent_uri, level, "
-                "text_content, embedding, context_type, category, owner_space, source_refs) "
-                "FROM STDIN"
+                "text_content, embedding, context_type, category, owner_space, source_refs, "
+                "unit_count, refs, node_abstract) FROM STDIN"  # as the index worker writes
             ) as cp:
                 for o in range(owners):
                     for i in range(per_owner):
@@ -171,7 +171,7 @@ def load(
                         vec = "[" + ",".join(f"{x:.5f}" for x in v) + "]"
                         cp.write_row((f"c{o}-{i}", uri, ACCOUNT, uri.rsplit("/", 1)[0], 0,
                                       base_texts[a], vec, "memory", "events", f"users/o{o}",
-                                      f'["s{o}:m{i}"]'))  # fmt: skip
+                                      f'["s{o}:m{i}"]', 0, f"{{s{o}:m{i}}}", ""))  # fmt: skip
         conn.commit()
         print(f"  copied {owners * per_owner} chunks; building the HNSW index", flush=True)
         conn.execute("SET maintenance_work_mem = '1GB'")

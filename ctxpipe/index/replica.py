@@ -5,7 +5,8 @@ reads the FS or runs the model."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,6 +39,11 @@ COPY_TYPES = [
     "jsonb",
     "jsonb",
     "int4",
+    "int4",
+    "text[]",
+    "text",
+    "text",
+    "text",
 ]
 
 
@@ -95,6 +101,15 @@ def as_array(vec: Any) -> np.ndarray[Any, Any]:
     if hasattr(vec, "to_numpy"):
         vec = vec.to_numpy()
     return np.asarray(vec, dtype=np.float32)
+
+
+def json_text(metadata: Mapping[str, Any], key: str) -> str | None:
+    """`metadata ->> key` as PostgreSQL gives it: a string as it is, another JSON value as
+    its JSON text, None when absent or null."""
+    value = metadata.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _account(uri: str) -> str:
@@ -289,7 +304,13 @@ class ReplicaStore:
             copy.set_types(COPY_TYPES)
             for w in writes:
                 account = _account(w.node.uri)
-                for chunk, vec in zip(w.chunks, w.vectors, strict=True):
+                meta = w.node.metadata
+                event_time, observed_at = (
+                    json_text(meta, "event_time"),
+                    json_text(meta, "observed_at"),
+                )
+                units = w.units or [[] for _ in w.chunks]
+                for chunk, vec, own in zip(w.chunks, w.vectors, units, strict=True):
                     copy.write_row(
                         (
                             chunk.chunk_id,
@@ -306,6 +327,11 @@ class ReplicaStore:
                             Jsonb(chunk.source_refs),
                             Jsonb(chunk.metadata),
                             w.node.version,
+                            len(own),
+                            [str(r) for r in chunk.source_refs],
+                            w.node.abstract,
+                            event_time,
+                            observed_at,
                         )
                     )
 

@@ -45,9 +45,13 @@ RETURNING uri
 DELETE FROM {{schema}}.context_chunks WHERE uri = ANY(%(uris)s)
 
 -- name: index_copy_chunks
+-- With what find reads of the chunk's node and units (migration 012): how many unit vectors
+-- are written with it, its refs as a text array, the node's L0 line and the dates of its
+-- metadata (`metadata ->> 'event_time'`, `->> 'observed_at'`).
 COPY {{schema}}.context_chunks
     (chunk_id, uri, account_id, parent_uri, level, chunk_index, text_content, embedding,
-     context_type, category, owner_space, source_refs, metadata, node_version)
+     context_type, category, owner_space, source_refs, metadata, node_version,
+     unit_count, refs, node_abstract, event_time, observed_at)
 FROM STDIN (FORMAT BINARY)
 
 -- name: index_copy_units

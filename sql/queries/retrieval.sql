@@ -168,18 +168,32 @@ SELECT f.chunk_id, f.rrf, f.vr, f.tr, f.bm25,
        CASE WHEN f.tr IS NULL THEN coalesce(c.context_type, '') END AS context_type,
        coalesce(c.category, '') AS category,
        coalesce(c.owner_space, '') AS owner_space, coalesce(c.parent_uri, '') AS parent_uri,
-       CASE WHEN f.tr IS NULL THEN ARRAY(SELECT jsonb_array_elements_text(c.source_refs))
+       CASE WHEN f.tr IS NULL
+            THEN coalesce(c.refs, ARRAY(SELECT jsonb_array_elements_text(c.source_refs)))
        END AS source_refs,
        coalesce(c.node_version, 0) AS node_version,
-       coalesce(n.abstract_text, '') AS abstract_text,
-       n.metadata ->> 'event_time' AS event_time, n.metadata ->> 'observed_at' AS observed_at,
+       -- the node's L0 line and dates, and whether the chunk has stored unit vectors, are on
+       -- the chunk's row; a row written before they were (unit_count NULL) reads them where
+       -- they are
+       coalesce(CASE WHEN c.unit_count IS NULL
+                     THEN (SELECT n.abstract_text FROM {{schema}}.context_nodes AS n
+                           WHERE n.uri = c.uri AND n.account_id = c.account_id)
+                     ELSE c.node_abstract END, '') AS abstract_text,
+       CASE WHEN c.unit_count IS NULL
+            THEN (SELECT n.metadata ->> 'event_time' FROM {{schema}}.context_nodes AS n
+                  WHERE n.uri = c.uri AND n.account_id = c.account_id)
+            ELSE c.event_time END AS event_time,
+       CASE WHEN c.unit_count IS NULL
+            THEN (SELECT n.metadata ->> 'observed_at' FROM {{schema}}.context_nodes AS n
+                  WHERE n.uri = c.uri AND n.account_id = c.account_id)
+            ELSE c.observed_at END AS observed_at,
        CASE WHEN %(chunk_vectors)s
-                 OR NOT EXISTS (SELECT 1 FROM {{schema}}.chunk_units AS u
-                                WHERE u.chunk_id = c.chunk_id)
+                 OR coalesce(c.unit_count = 0,
+                             NOT EXISTS (SELECT 1 FROM {{schema}}.chunk_units AS u
+                                         WHERE u.chunk_id = c.chunk_id))
             THEN c.embedding END AS embedding
 FROM fused AS f
 JOIN {{schema}}.context_chunks AS c ON c.chunk_id = f.chunk_id
-LEFT JOIN {{schema}}.context_nodes AS n ON n.uri = c.uri AND n.account_id = c.account_id
 ORDER BY f.rrf DESC, f.chunk_id
 
 -- name: retrieval_unit_vectors

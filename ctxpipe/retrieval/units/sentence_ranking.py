@@ -241,6 +241,9 @@ def rank_sentences(
     return RankedSentences(ex, order, score, similarity)
 
 
+_NONE: Mapping[str, np.ndarray] = {}  # the stored vectors of a chunk with none
+
+
 def _stored(
     rows: Sequence[CandidateRow], row_of: np.ndarray, keys: Sequence[str], stored: Stored | None
 ) -> np.ndarray | None:
@@ -257,9 +260,6 @@ def _stored(
             return None
         out.append(vec)
     return np.stack(out)
-
-
-_NONE: Mapping[str, np.ndarray] = {}
 
 
 def _looked_up(
